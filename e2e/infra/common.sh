@@ -1,0 +1,62 @@
+# Shared settings for the e2e/infra scripts. Source it; do not run it.
+#
+# Every server binds to 127.0.0.1 on a non-default port that an env variable
+# can change. Logs, pid files and data live under one state directory;
+# downloaded jars live in a git-ignored cache inside the repository.
+set -euo pipefail
+
+INFRA_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
+
+: "${DECANT_INFRA_DIR:=/tmp/decant-infra}"        # logs/, pids/, data/
+: "${DECANT_CACHE_DIR:=$REPO_ROOT/.cache}"        # resolved jars (git-ignored)
+: "${DECANT_PG_PORT:=55432}"
+: "${DECANT_KAFKA_PORT:=59092}"
+: "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
+: "${DECANT_ES_PORT:=59200}"
+: "${DECANT_ES_TRANSPORT_PORT:=59300}"
+: "${DECANT_WAIT_SECS:=180}"                      # health-check timeout per server
+
+LOG_DIR="$DECANT_INFRA_DIR/logs"
+PID_DIR="$DECANT_INFRA_DIR/pids"
+DATA_DIR="$DECANT_INFRA_DIR/data"
+mkdir -p "$LOG_DIR" "$PID_DIR" "$DATA_DIR" "$DECANT_CACHE_DIR"
+
+log() { printf '[infra] %s\n' "$*" >&2; }
+die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# pid_alive FILE: true when FILE names a running process.
+pid_alive() {
+  local f="$1" pid
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# wait_for NAME LOGFILE CMD...: run CMD until it succeeds or DECANT_WAIT_SECS pass.
+wait_for() {
+  local name="$1" logfile="$2"; shift 2
+  local deadline=$((SECONDS + DECANT_WAIT_SECS))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "last lines of $logfile:"; tail -n 30 "$logfile" >&2 || true
+      die "$name did not become healthy within ${DECANT_WAIT_SECS}s; see $logfile"
+    fi
+    sleep 0.5
+  done
+}
+
+# stop_pidfile NAME FILE: TERM the process (and its group), then KILL after 30s.
+stop_pidfile() {
+  local name="$1" f="$2" pid i
+  if ! pid_alive "$f"; then rm -f "$f"; return 0; fi
+  pid=$(cat "$f")
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$f"
+}
+
+# port_free PORT: true when nothing listens on 127.0.0.1:PORT.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
