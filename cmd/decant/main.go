@@ -1,0 +1,75 @@
+// Command decant keeps search indexes and downstream services in sync with a
+// normalized PostgreSQL database. See README.md and docs/.
+//
+// This package is wiring only: each subcommand parses its flags, loads the
+// config and calls into the stage packages.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. run returns the process exit status.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is filled by the init functions of the cmd_*.go files.
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(runMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "decant: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `decant streams PostgreSQL changes into Kafka and keeps denormalized documents
+in Kafka aggregate topics and Elasticsearch in sync with the database.
+
+Usage: decant <command> [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, `
+Examples:
+  decant check --config decant.yaml        # validate config and mappings against the database
+  decant run --config decant.yaml          # run every stage in one process
+  decant preview customer '{"id":7}'       # print one document as it would be indexed
+
+Run 'decant <command> --help' for a command's flags. Docs: docs/README.md
+`)
+}

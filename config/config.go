@@ -1,0 +1,274 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is the whole of decant.yaml. Every field has a default (see
+// Default) and an environment variable (see package doc).
+type Config struct {
+	Postgres      Postgres      `yaml:"postgres"`
+	Kafka         Kafka         `yaml:"kafka"`
+	Elasticsearch Elasticsearch `yaml:"elasticsearch"`
+	// Mappings lists the mapping files (globs allowed), relative to the
+	// config file. Default: ["mappings/*.yaml"].
+	Mappings []string  `yaml:"mappings"`
+	HTTP     HTTP      `yaml:"http"`
+	Log      Log       `yaml:"log"`
+	Streamer Streamer  `yaml:"streamer"`
+	Resolver Resolver  `yaml:"resolver"`
+	Indexer  IndexerCf `yaml:"indexer"`
+
+	// Dir is the directory of the config file; relative paths resolve against it.
+	Dir string `yaml:"-"`
+}
+
+// Postgres is the source database.
+type Postgres struct {
+	// DSN is a libpq URL or key=value string, sslmode included.
+	// Default: postgres://postgres@127.0.0.1:5432/postgres.
+	DSN string `yaml:"dsn"`
+	// Publication streamed by the slot. Default: decant.
+	Publication string `yaml:"publication"`
+	// CreatePublication creates the publication (FOR the mapped tables) when it
+	// is missing. Default: true.
+	CreatePublication bool `yaml:"create_publication"`
+	// Slot is the logical replication slot name. Default: decant.
+	Slot string `yaml:"slot"`
+}
+
+// Kafka is the broker cluster every stage talks through.
+type Kafka struct {
+	// Brokers are host:port seeds. Default: [127.0.0.1:9092].
+	Brokers []string `yaml:"brokers"`
+	// TopicPrefix starts every topic name: <prefix>.raw.…, <prefix>.refs.…. Default: decant.
+	TopicPrefix string `yaml:"topic_prefix"`
+	// Partitions for topics decant creates. Default: 6.
+	Partitions int `yaml:"partitions"`
+	// ReplicationFactor for topics decant creates. Default: 1.
+	ReplicationFactor int `yaml:"replication_factor"`
+	// TLS for broker connections. Default: off.
+	TLS TLS `yaml:"tls"`
+	// SASL authentication. Default: none.
+	SASL SASL `yaml:"sasl"`
+}
+
+// SASL configures Kafka SASL authentication.
+type SASL struct {
+	// Mechanism: "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. Default: "" (none).
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	// Password is a secret: never printed.
+	Password string `yaml:"password"`
+}
+
+// TLS configures a TLS client.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Elasticsearch is the search sink.
+type Elasticsearch struct {
+	// URLs of the nodes. Default: [http://127.0.0.1:9200]. Empty list
+	// disables the Elasticsearch sink (aggregate topics only).
+	URLs     []string `yaml:"urls"`
+	Username string   `yaml:"username"`
+	// Password is a secret: never printed.
+	Password string `yaml:"password"`
+	// APIKey (base64 id:key) is a secret: never printed.
+	APIKey string `yaml:"api_key"`
+	TLS    TLS    `yaml:"tls"`
+}
+
+// HTTP is the operations endpoint: /metrics, /healthz, /readyz, /v1/….
+type HTTP struct {
+	// Listen address. Default: 127.0.0.1:8080. Empty disables the server.
+	Listen string `yaml:"listen"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	// Level: debug, info, warn, error. Default: info.
+	Level string `yaml:"level"`
+	// Format: text or json. Default: text.
+	Format string `yaml:"format"`
+}
+
+// Streamer tunes the WAL → raw topics stage.
+type Streamer struct {
+	// SnapshotChunkRows is how many rows one snapshot query reads. Default: 10000.
+	SnapshotChunkRows int `yaml:"snapshot_chunk_rows"`
+	// StatusInterval is how often the slot position is confirmed. Default: 1s.
+	StatusInterval time.Duration `yaml:"status_interval"`
+	// HeartbeatInterval writes a tiny logical message when the database is
+	// idle so the slot keeps advancing; 0 disables. Default: 10s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 10000.
+	MaxInFlight int `yaml:"max_in_flight"`
+}
+
+// Resolver tunes the map and build stages.
+type Resolver struct {
+	// BatchSize is how many changes (map) or ids (build) one SQL statement handles. Default: 500.
+	BatchSize int `yaml:"batch_size"`
+	// Group is the consumer group prefix. Default: the topic prefix.
+	Group string `yaml:"group"`
+}
+
+// IndexerCf tunes the sinks.
+type IndexerCf struct {
+	// BulkActions per Elasticsearch bulk request. Default: 1000.
+	BulkActions int `yaml:"bulk_actions"`
+}
+
+// Default returns the configuration used for every key the file leaves out.
+func Default() Config {
+	return Config{
+		Postgres: Postgres{DSN: "postgres://postgres@127.0.0.1:5432/postgres", Publication: "decant", CreatePublication: true, Slot: "decant"},
+		Kafka:    Kafka{Brokers: []string{"127.0.0.1:9092"}, TopicPrefix: "decant", Partitions: 6, ReplicationFactor: 1},
+		Elasticsearch: Elasticsearch{
+			URLs: []string{"http://127.0.0.1:9200"},
+		},
+		Mappings: []string{"mappings/*.yaml"},
+		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
+		Log:      Log{Level: "info", Format: "text"},
+		Streamer: Streamer{SnapshotChunkRows: 10000, StatusInterval: time.Second, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
+		Resolver: Resolver{BatchSize: 500},
+		Indexer:  IndexerCf{BulkActions: 1000},
+	}
+}
+
+// Redacted returns a copy safe to print: passwords and DSN secrets replaced.
+func (c Config) Redacted() Config {
+	r := c
+	r.Postgres.DSN = RedactDSN(c.Postgres.DSN)
+	if r.Kafka.SASL.Password != "" {
+		r.Kafka.SASL.Password = "xxxxx"
+	}
+	if r.Elasticsearch.Password != "" {
+		r.Elasticsearch.Password = "xxxxx"
+	}
+	if r.Elasticsearch.APIKey != "" {
+		r.Elasticsearch.APIKey = "xxxxx"
+	}
+	return r
+}
+
+// RedactDSN hides the password of a URL or key=value DSN.
+func RedactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "<unparseable dsn>"
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	fields := strings.Fields(dsn)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// validate checks values after defaults and env overrides. Errors name the
+// key and the fix.
+func (c *Config) validate() []error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if c.Postgres.DSN == "" {
+		bad("postgres.dsn", "must be set, e.g. postgres://decant@db:5432/shop (or DECANT_POSTGRES_DSN)")
+	}
+	if !validName(c.Postgres.Slot) {
+		bad("postgres.slot", "%q is not a valid slot name: use lower-case letters, digits and _", c.Postgres.Slot)
+	}
+	if c.Postgres.Publication == "" {
+		bad("postgres.publication", "must be set, e.g. decant")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		bad("kafka.brokers", "needs at least one host:port (or DECANT_KAFKA_BROKERS=host:9092)")
+	}
+	for _, b := range c.Kafka.Brokers {
+		if !strings.Contains(b, ":") {
+			bad("kafka.brokers", "%q has no port: write host:port", b)
+		}
+	}
+	if c.Kafka.TopicPrefix == "" || strings.ContainsAny(c.Kafka.TopicPrefix, " /\\") {
+		bad("kafka.topic_prefix", "%q is not a valid topic prefix: use letters, digits, '.', '_' or '-'", c.Kafka.TopicPrefix)
+	}
+	if c.Kafka.Partitions < 1 {
+		bad("kafka.partitions", "must be at least 1, got %d", c.Kafka.Partitions)
+	}
+	if c.Kafka.ReplicationFactor < 1 {
+		bad("kafka.replication_factor", "must be at least 1, got %d", c.Kafka.ReplicationFactor)
+	}
+	switch c.Kafka.SASL.Mechanism {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		bad("kafka.sasl.mechanism", "%q is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Kafka.SASL.Mechanism)
+	}
+	for _, u := range c.Elasticsearch.URLs {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad("elasticsearch.urls", "%q is not an http(s) URL, e.g. http://127.0.0.1:9200", u)
+		}
+	}
+	if len(c.Mappings) == 0 {
+		bad("mappings", "needs at least one mapping file or glob, e.g. [mappings/*.yaml]")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: use debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q: use text or json", c.Log.Format)
+	}
+	if c.Streamer.SnapshotChunkRows < 1 {
+		bad("streamer.snapshot_chunk_rows", "must be at least 1")
+	}
+	if c.Streamer.StatusInterval <= 0 {
+		bad("streamer.status_interval", "must be positive, e.g. 1s")
+	}
+	if c.Streamer.MaxInFlight < 1 {
+		bad("streamer.max_in_flight", "must be at least 1")
+	}
+	if c.Resolver.BatchSize < 1 {
+		bad("resolver.batch_size", "must be at least 1")
+	}
+	if c.Indexer.BulkActions < 1 {
+		bad("indexer.bulk_actions", "must be at least 1")
+	}
+	return errs
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,130 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Op is the kind of change in a raw event.
+type Op string
+
+const (
+	OpCreate   Op = "c" // insert
+	OpUpdate   Op = "u" // update
+	OpDelete   Op = "d" // delete
+	OpRead     Op = "r" // row read by the initial snapshot
+	OpTruncate Op = "t" // TRUNCATE of the table
+)
+
+// Kafka header names set on raw records, for consumers that do not parse values.
+const (
+	HeaderLSN = "decant-lsn"
+	HeaderOp  = "decant-op"
+)
+
+// TruncateKey is the Kafka key of a truncate event. It is a JSON object whose
+// only member name starts with "$", which no row key can produce because row
+// keys are named after columns and decant refuses "$"-prefixed key columns.
+var TruncateKey = []byte(`{"$truncate":true}`)
+
+// Source says where in the WAL a change came from.
+//
+// (CommitLSN, Seq) identifies a change uniquely and increases in commit
+// order: a consumer deduplicates at-least-once redelivery by dropping any
+// event whose (CommitLSN, Seq) is not greater than the last it applied for
+// that key.
+type Source struct {
+	LSN        string `json:"lsn"`         // LSN of the change record itself
+	CommitLSN  string `json:"commit_lsn"`  // LSN of the commit record of its transaction
+	XID        uint32 `json:"xid"`         // transaction id
+	CommitTime string `json:"commit_time"` // RFC 3339, UTC, milliseconds
+	Seq        int64  `json:"seq"`         // position of the change in its transaction, from 0
+	Snapshot   bool   `json:"snapshot"`    // true for rows read by the initial snapshot
+}
+
+// Change is the value of a raw topic record.
+type Change struct {
+	Op             Op              `json:"op"`
+	Schema         string          `json:"schema"`
+	Table          string          `json:"table"`
+	Key            json.RawMessage `json:"key"`
+	Before         json.RawMessage `json:"before"`
+	After          json.RawMessage `json:"after"`
+	UnchangedToast []string        `json:"unchanged_toast"`
+	Source         Source          `json:"source"`
+}
+
+// Ref is the value of a refs topic record: "aggregate Aggregate with this
+// record's key must be rebuilt because of a change committed at CommitLSN".
+type Ref struct {
+	Aggregate string `json:"aggregate"`
+	CommitLSN string `json:"lsn"`             // commit LSN of the causing change ("0/0" for backfills)
+	XID       uint32 `json:"xid,omitempty"`   // transaction id of the causing change
+	Table     string `json:"table,omitempty"` // source table "schema.table", for tracing
+	Op        Op     `json:"op,omitempty"`    // op of the causing change, for tracing
+	Backfill  bool   `json:"backfill,omitempty"`
+	Index     string `json:"index,omitempty"` // for reindex: build only into this concrete index
+}
+
+// Document is the value of an aggregate topic record.
+type Document struct {
+	Aggregate string          `json:"aggregate"`
+	ID        json.RawMessage `json:"id"`
+	Version   uint64          `json:"version"` // the build's pg_current_wal_lsn() as a number
+	LSN       string          `json:"lsn"`     // the same, formatted as an LSN
+	Deleted   bool            `json:"deleted"`
+	Doc       json.RawMessage `json:"doc"` // null when Deleted
+}
+
+// FormatLSN formats an LSN the way PostgreSQL does ("16/B374D848").
+func FormatLSN(lsn uint64) string {
+	return fmt.Sprintf("%X/%X", uint32(lsn>>32), uint32(lsn))
+}
+
+// ParseLSN parses "16/B374D848".
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("invalid LSN %q: want the form 16/B374D848", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("invalid LSN %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("invalid LSN %q: %w", s, err)
+	}
+	return h<<32 | l, nil
+}
+
+// KeyField is one key column and its JSON-encoded value.
+type KeyField struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// Key encodes key columns, in order, as a JSON object: {"a":1,"b":"x"}.
+// Values must already be valid JSON (as produced by the value encoder).
+func Key(fields []KeyField) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(f.Name)
+		b.Write(name)
+		b.WriteByte(':')
+		if len(f.Value) == 0 {
+			b.WriteString("null")
+		} else {
+			b.Write(f.Value)
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
