@@ -1,0 +1,24 @@
+// Package e2etest gives tests real servers: a fresh PostgreSQL database, a
+// Kafka topic prefix and an Elasticsearch index prefix per test, plus wait
+// helpers that name what they wait for.
+//
+// The servers are the ones `make infra-up` starts (see e2e/infra/). Their
+// addresses come from the environment:
+//
+//	DECANT_TEST_PG_DSN        default postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable
+//	DECANT_TEST_KAFKA_BROKERS default 127.0.0.1:59092
+//	DECANT_TEST_ES_URL        default http://127.0.0.1:59200
+//
+// When a server is unreachable a test fails under CI=true (a missing server
+// must never turn a red run green) and is skipped otherwise, so `go test
+// ./...` on a laptop without servers still runs the pure tests. With
+// `go test -short` every server test is skipped on purpose: that is the
+// unit-test phase of `make test`.
+//
+//	func TestSomething(t *testing.T) {
+//		pg := e2etest.Postgres(t)       // fresh database, dropped at cleanup
+//		k := e2etest.Kafka(t)           // unique topic prefix, topics deleted at cleanup
+//		es := e2etest.Elasticsearch(t)  // unique index prefix, indexes deleted at cleanup
+//		e2etest.WaitFor(t, "document indexed", 30*time.Second, func() (bool, error) { … })
+//	}
+package e2etest

@@ -1,0 +1,240 @@
+package e2etest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// PGAdminDSN is the DSN of the server's maintenance database.
+func PGAdminDSN() string {
+	return env("DECANT_TEST_PG_DSN", "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable")
+}
+
+// KafkaBrokers are the test broker addresses.
+func KafkaBrokers() []string {
+	return strings.Split(env("DECANT_TEST_KAFKA_BROKERS", "127.0.0.1:59092"), ",")
+}
+
+// ESURL is the test Elasticsearch node.
+func ESURL() string { return env("DECANT_TEST_ES_URL", "http://127.0.0.1:59200") }
+
+// InCI reports whether tests run under CI=true, where missing servers fail.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// unavailable fails (CI) or skips (elsewhere) a test whose server is missing.
+func unavailable(t testing.TB, server string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not reachable: %v (start it with `make infra-up`)", server, err)
+	if InCI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func needServers(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs real servers; skipped in -short mode (the unit phase of make test)")
+	}
+}
+
+// Suffix returns a random lower-case suffix for per-test names.
+func Suffix() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Ctx returns a context cancelled at test cleanup.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// PG is a fresh database for one test.
+type PG struct {
+	Name string        // database name
+	DSN  string        // DSN of the database (trust auth, sslmode=disable)
+	Pool *pgxpool.Pool // pool on the database, closed at cleanup
+}
+
+// Exec runs SQL statements and fails the test on error.
+func (p *PG) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	if _, err := p.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("exec %q: %v", truncate(sql, 200), err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Postgres creates a database named decant_<test>_<suffix> and drops it (with
+// its replication slots) when the test ends.
+func Postgres(t testing.TB) *PG {
+	t.Helper()
+	needServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, PGAdminDSN())
+	if err != nil {
+		unavailable(t, "PostgreSQL", err)
+	}
+	defer admin.Close(context.Background())
+	name := "decant_" + Suffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("PostgreSQL: create database %s: %v", name, err)
+	}
+	u, err := url.Parse(PGAdminDSN())
+	if err != nil {
+		t.Fatalf("DECANT_TEST_PG_DSN: %v", err)
+	}
+	u.Path = "/" + name
+	p := &PG{Name: name, DSN: u.String()}
+	p.Pool, err = pgxpool.New(ctx, p.DSN)
+	if err != nil {
+		t.Fatalf("PostgreSQL: connect to %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		p.Pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, PGAdminDSN())
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		defer c.Close(context.Background())
+		// Slots pin WAL: drop them (terminating their walsenders) with the database.
+		_, _ = c.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name)
+		time.Sleep(100 * time.Millisecond)
+		_, _ = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("cleanup: drop database %s: %v", name, err)
+		}
+	})
+	return p
+}
+
+// KafkaEnv is a topic prefix and a client for one test.
+type KafkaEnv struct {
+	Brokers []string
+	Prefix  string       // unique topic prefix, e.g. t3f9a0c1b2
+	Client  *kgo.Client  // plain client, closed at cleanup
+	Admin   *kadm.Client // admin client on Client
+}
+
+// Kafka returns a unique topic prefix; topics starting with it are deleted at cleanup.
+func Kafka(t testing.TB) *KafkaEnv {
+	t.Helper()
+	needServers(t)
+	brokers := KafkaBrokers()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatalf("Kafka: %v", err)
+	}
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := adm.BrokerMetadata(ctx); err != nil {
+		cl.Close()
+		unavailable(t, "Kafka", err)
+	}
+	k := &KafkaEnv{Brokers: brokers, Prefix: "t" + Suffix(), Client: cl, Admin: adm}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if topics, err := adm.ListTopics(ctx); err == nil {
+			var del []string
+			for _, name := range topics.Names() {
+				if strings.HasPrefix(name, k.Prefix+".") {
+					del = append(del, name)
+				}
+			}
+			if len(del) > 0 {
+				_, _ = adm.DeleteTopics(ctx, del...)
+			}
+		}
+		cl.Close()
+	})
+	return k
+}
+
+// ESEnv is an index prefix and a client for one test.
+type ESEnv struct {
+	URL    string
+	Prefix string // unique index prefix, e.g. t3f9a0c1b2
+	Client *elasticsearch.Client
+}
+
+// Elasticsearch returns a unique index prefix; indexes starting with it are deleted at cleanup.
+func Elasticsearch(t testing.TB) *ESEnv {
+	t.Helper()
+	needServers(t)
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{ESURL()}})
+	if err != nil {
+		t.Fatalf("Elasticsearch: %v", err)
+	}
+	res, err := es.Info()
+	if err != nil {
+		unavailable(t, "Elasticsearch", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		unavailable(t, "Elasticsearch", fmt.Errorf("GET / returned %s", res.Status()))
+	}
+	e := &ESEnv{URL: ESURL(), Prefix: "t" + Suffix(), Client: es}
+	t.Cleanup(func() {
+		res, err := es.Indices.Delete([]string{e.Prefix + "*"})
+		if err == nil {
+			res.Body.Close()
+		}
+	})
+	return e
+}
+
+// WaitFor polls cond every 100ms until it returns true, and fails the test
+// naming reason when timeout passes first. The last error cond returned is
+// reported with the failure.
+func WaitFor(t testing.TB, reason string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, reason, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Elasticsearch 7.17.29 for decant's tests: one node embedded in its own JVM.
+#
+#   es.sh up            resolve jars + compile the launcher (once), start, wait for yellow
+#   es.sh down [--clean] stop our node, wait for both ports to be free; --clean drops its data
+#   es.sh status        prints running / starting / stopped (exit 0 / 0 / 3)
+#
+# The node is org.elasticsearch.node.Node started by e2e/infra/es/src/DecantEsNode.java
+# with the netty4 (HTTP), reindex and mapper-extras plugins from the classpath;
+# no x-pack, no analysis-common, no painless. Jars come from Maven via
+# e2e/infra/es/pom.xml into $DECANT_CACHE_DIR/es/libs.
+#
+# Environment: DECANT_ES_PORT, DECANT_ES_TRANSPORT_PORT (see common.sh),
+# DECANT_ES_HEAP (default 512m; use 1g for benchmarks), DECANT_ES_JAVA_OPTS
+# (extra JVM flags), DECANT_JAVA_HOME (a JDK 17..22; default: java on PATH).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+ES_VERSION=7.17.29
+ES_SRC="$INFRA_SRC/es"
+ES_CACHE="$DECANT_CACHE_DIR/es"
+ES_LIBS="$ES_CACHE/libs"
+ES_CLASSES="$ES_CACHE/classes"
+ES_MARKER="$ES_CACHE/built.sha256"
+ES_DATA="$DATA_DIR/es"
+ES_HOME="$ES_DATA/home"
+ES_PID="$PID_DIR/es.pid"
+ES_LOG="$LOG_DIR/es.log"
+ES_OUT="$LOG_DIR/es.out"
+ES_URL="http://127.0.0.1:$DECANT_ES_PORT"
+ES_MAIN=DecantEsNode
+: "${DECANT_ES_HEAP:=512m}"
+: "${DECANT_ES_JAVA_OPTS:=}"
+
+# --- java -------------------------------------------------------------------
+
+# ES 7.17 runs on JDK 17..22. JDK 23+ dropped the COMPAT locale provider ES 7
+# relies on for date formats, so the Temurin 25 beside Java 17 is refused.
+find_java() {
+  local cand major
+  for cand in ${DECANT_JAVA_HOME:+"$DECANT_JAVA_HOME/bin/java"} "$(command -v java || true)" \
+              /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+    [ -n "$cand" ] && [ -x "$cand" ] || continue
+    cand=$(readlink -f "$cand")
+    major=$("$cand" -XshowSettings:properties -version 2>&1 |
+            sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p')
+    if [ -n "$major" ] && [ "$major" -ge 17 ] && [ "$major" -le 22 ]; then
+      JAVA="$cand"; JAVAC="$(dirname "$cand")/javac"; return 0
+    fi
+  done
+  die "Elasticsearch $ES_VERSION needs a JDK 17..22 (java on PATH or DECANT_JAVA_HOME); none found"
+}
+
+# --- build (idempotent) -----------------------------------------------------
+
+source_hash() {
+  cat "$ES_SRC/pom.xml" "$ES_SRC/src/$ES_MAIN.java" | sha256sum | cut -d' ' -f1
+}
+
+build() {
+  local want
+  want=$(source_hash)
+  if [ -f "$ES_MARKER" ] && [ "$(cat "$ES_MARKER")" = "$want" ] &&
+     [ -f "$ES_LIBS/elasticsearch-$ES_VERSION.jar" ] && [ -f "$ES_CLASSES/$ES_MAIN.class" ]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found (needed once to resolve the Elasticsearch jars)"
+  rm -f "$ES_MARKER"
+  log "resolving Elasticsearch $ES_VERSION jars with Maven into $ES_LIBS"
+  # A fresh directory: a changed pom must not leave stale jars on the classpath.
+  rm -rf "$ES_LIBS" "$ES_CLASSES"
+  mkdir -p "$ES_LIBS" "$ES_CLASSES"
+  if ! mvn -q -B -Dstyle.color=never -f "$ES_SRC/pom.xml" dependency:copy-dependencies \
+         -DincludeScope=runtime -DoutputDirectory="$ES_LIBS" >"$LOG_DIR/es-maven.log" 2>&1; then
+    tail -n 30 "$LOG_DIR/es-maven.log" >&2 || true
+    die "Maven could not resolve the Elasticsearch jars (pom: $ES_SRC/pom.xml); see $LOG_DIR/es-maven.log"
+  fi
+  # Build.CURRENT derives ES's version from the jar's file name.
+  [ -f "$ES_LIBS/elasticsearch-$ES_VERSION.jar" ] || die "elasticsearch-$ES_VERSION.jar missing from $ES_LIBS"
+  log "compiling $ES_MAIN"
+  "$JAVAC" -nowarn -encoding UTF-8 -d "$ES_CLASSES" -cp "$ES_LIBS/*" "$ES_SRC/src/$ES_MAIN.java" ||
+    die "javac failed for $ES_SRC/src/$ES_MAIN.java"
+  printf '%s\n' "$want" >"$ES_MARKER"
+}
+
+# --- process helpers --------------------------------------------------------
+
+# is_ours PID: PID is the launcher of this checkout's node (guards against a
+# recycled pid in a stale pid file).
+is_ours() {
+  local pid="$1"
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "path.home=$ES_HOME"
+}
+
+# our_pid: prints the pid of our node, if one runs. Falls back to a /proc scan
+# for a launcher with our exact path.home when the pid file was lost.
+our_pid() {
+  local pid p
+  if pid_alive "$ES_PID"; then
+    pid=$(cat "$ES_PID")
+    if is_ours "$pid"; then echo "$pid"; return 0; fi
+  fi
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    if is_ours "$p" && tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF "$ES_MAIN"; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
+healthy() {
+  curl -sf -o /dev/null --max-time 5 "$ES_URL/_cluster/health?wait_for_status=yellow&timeout=1s"
+}
+
+# The go-elasticsearch v8 client rejects any server whose responses lack
+# "X-Elastic-Product: Elasticsearch"; ES adds it since 7.14. Check, don't assume.
+check_product_header() {
+  curl -sI --max-time 5 "$ES_URL/" | tr -d '\r' | grep -qix 'x-elastic-product: Elasticsearch' ||
+    die "Elasticsearch at $ES_URL answers without the X-Elastic-Product header the Go client needs"
+}
+
+heap_mb() {  # 512m -> 512, 1g -> 1024
+  case "$1" in
+    *[gG]) echo $(( ${1%[gG]} * 1024 )) ;;
+    *[mM]) echo "${1%[mM]}" ;;
+    *) die "DECANT_ES_HEAP must look like 512m or 1g, got '$1'" ;;
+  esac
+}
+
+wait_healthy() {
+  local pid="$1" deadline=$((SECONDS + DECANT_WAIT_SECS))
+  until healthy; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$ES_PID"
+      log "last lines of $ES_OUT:"; tail -n 30 "$ES_OUT" >&2 || true
+      log "last lines of $ES_LOG:"; tail -n 30 "$ES_LOG" >&2 || true
+      die "Elasticsearch exited during start-up; see $ES_LOG and $ES_OUT"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      log "last lines of $ES_LOG:"; tail -n 30 "$ES_LOG" >&2 || true
+      die "Elasticsearch did not become healthy (yellow) within ${DECANT_WAIT_SECS}s; see $ES_LOG and $ES_OUT"
+    fi
+    sleep 0.5
+  done
+}
+
+# --- commands ---------------------------------------------------------------
+
+cmd_up() {
+  local pid heap mb start=$SECONDS
+  if pid=$(our_pid); then
+    echo "$pid" >"$ES_PID"
+    if ! healthy; then
+      log "Elasticsearch (pid $pid) is starting; waiting"
+      wait_healthy "$pid"
+    fi
+    check_product_header
+    log "Elasticsearch already running (pid $pid) at $ES_URL"
+    return 0
+  fi
+  rm -f "$ES_PID"
+  port_free "$DECANT_ES_PORT" ||
+    die "port $DECANT_ES_PORT (DECANT_ES_PORT) is in use by another process, not our Elasticsearch"
+  port_free "$DECANT_ES_TRANSPORT_PORT" ||
+    die "port $DECANT_ES_TRANSPORT_PORT (DECANT_ES_TRANSPORT_PORT) is in use by another process, not our Elasticsearch"
+
+  find_java
+  build
+
+  mkdir -p "$ES_HOME/config" "$ES_HOME/modules" "$ES_HOME/plugins" "$ES_DATA/data" "$ES_DATA/logs" "$ES_DATA/tmp"
+  cp "$ES_SRC/log4j2.properties" "$ES_HOME/config/log4j2.properties"
+
+  heap=$DECANT_ES_HEAP
+  mb=$(heap_mb "$heap")
+  # JVM flags follow ES 7.17's own jvm.options and JvmErgonomics.
+  local -a jvm=(
+    "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$((mb / 2))m"
+    -XX:+UseG1GC -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30
+    -Xss1m -XX:-OmitStackTraceInFastThrow -XX:+ShowCodeDetailsInExceptionMessages
+    -Djava.awt.headless=true -Dfile.encoding=UTF-8 -Djna.nosys=true
+    -Djava.locale.providers=SPI,COMPAT
+    "-Djava.io.tmpdir=$ES_DATA/tmp"
+    -Dio.netty.noUnsafe=true -Dio.netty.noKeySetOptimization=true
+    -Dio.netty.recycler.maxCapacityPerThread=0 -Dio.netty.allocator.numDirectArenas=0
+    -Dlog4j.shutdownHookEnabled=false -Dlog4j2.disable.jmx=true -Dlog4j2.formatMsgNoLookups=true
+    "-Ddecant.es.logfile=$ES_LOG"
+  )
+  # shellcheck disable=SC2206
+  [ -n "$DECANT_ES_JAVA_OPTS" ] && jvm+=($DECANT_ES_JAVA_OPTS)
+  local -a settings=(
+    "path.home=$ES_HOME" "path.data=$ES_DATA/data" "path.logs=$ES_DATA/logs"
+    node.name=decant-es cluster.name=decant-test
+    discovery.type=single-node network.host=127.0.0.1
+    "http.port=$DECANT_ES_PORT" "transport.port=$DECANT_ES_TRANSPORT_PORT"
+    cluster.routing.allocation.disk.threshold_enabled=false
+  )
+
+  log "starting Elasticsearch $ES_VERSION on $ES_URL (heap $heap, log $ES_LOG)"
+  : >"$ES_OUT"
+  # setsid: own session, so the node survives the calling shell and a Ctrl-C
+  # in the test runner's terminal does not reach it. With no job control the
+  # background child is not a group leader, so setsid execs in place and $! is
+  # the JVM's pid.
+  (cd "$ES_DATA" && exec setsid nohup "$JAVA" "${jvm[@]}" -cp "$ES_CLASSES:$ES_LIBS/*" "$ES_MAIN" "${settings[@]}" \
+     >>"$ES_OUT" 2>&1 </dev/null) &
+  pid=$!
+  echo "$pid" >"$ES_PID"
+  wait_healthy "$pid"
+  check_product_header
+  log "Elasticsearch ready (pid $pid) at $ES_URL in $((SECONDS - start))s"
+}
+
+cmd_down() {
+  local clean=false pid deadline
+  case "${1:-}" in
+    --clean) clean=true ;;
+    "") ;;
+    *) die "usage: es.sh down [--clean]" ;;
+  esac
+  if pid=$(our_pid); then
+    echo "$pid" >"$ES_PID"
+    stop_pidfile Elasticsearch "$ES_PID"
+  else
+    rm -f "$ES_PID"
+  fi
+  deadline=$((SECONDS + 30))
+  until port_free "$DECANT_ES_PORT" && port_free "$DECANT_ES_TRANSPORT_PORT"; do
+    [ $SECONDS -ge $deadline ] &&
+      die "ports $DECANT_ES_PORT/$DECANT_ES_TRANSPORT_PORT still in use after stopping Elasticsearch (another process?)"
+    sleep 0.2
+  done
+  if $clean; then
+    rm -rf "$ES_DATA"
+    log "removed $ES_DATA"
+  fi
+}
+
+cmd_status() {
+  local pid
+  if pid=$(our_pid); then
+    if healthy; then echo "running (pid $pid, $ES_URL)"; else echo "starting (pid $pid, $ES_URL)"; fi
+    return 0
+  fi
+  echo stopped
+  return 3
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) shift; cmd_down "$@" ;;
+  status) cmd_status ;;
+  *) die "usage: es.sh up|down [--clean]|status" ;;
+esac

@@ -1,0 +1,278 @@
+package mappings
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Query is a generated SQL statement whose parameters are batches of key
+// values: parameter $i is a text[] holding the i-th key column of every
+// key in the batch, cast in SQL to Params[i].Type. Use Args to build them.
+type Query struct {
+	SQL    string
+	Params []ParamSpec
+}
+
+// ParamSpec describes one parameter of a Query.
+type ParamSpec struct {
+	// Column is the key column whose values the parameter carries.
+	Column string
+	// Type is the PostgreSQL type the SQL casts the values to.
+	Type string
+}
+
+// Args turns a batch of keys into the query's parameters. Each key holds
+// one value per Params entry, encoded as PostgreSQL's to_jsonb encodes it
+// (the encoding of raw change events): a JSON string gives its content, a
+// number its literal, a boolean true or false, null SQL NULL. Arrays and
+// objects are not valid key values.
+func (q *Query) Args(keys [][]json.RawMessage) ([]any, error) {
+	cols := make([][]*string, len(q.Params))
+	for i := range cols {
+		cols[i] = make([]*string, 0, len(keys))
+	}
+	for k, key := range keys {
+		if len(key) != len(q.Params) {
+			return nil, fmt.Errorf("mappings: key %d has %d values, want %d (%s)", k, len(key), len(q.Params), q.columnList())
+		}
+		for i, v := range key {
+			s, err := jsonText(v)
+			if err != nil {
+				return nil, fmt.Errorf("mappings: key %d, column %s: %w", k, q.Params[i].Column, err)
+			}
+			cols[i] = append(cols[i], s)
+		}
+	}
+	args := make([]any, len(cols))
+	for i, c := range cols {
+		args[i] = c
+	}
+	return args, nil
+}
+
+func (q *Query) columnList() string {
+	names := make([]string, len(q.Params))
+	for i, p := range q.Params {
+		names[i] = p.Column
+	}
+	return strings.Join(names, ", ")
+}
+
+// jsonText returns the PostgreSQL text form of a to_jsonb-encoded scalar.
+func jsonText(v json.RawMessage) (*string, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return nil, fmt.Errorf("empty value")
+	}
+	switch v[0] {
+	case 'n':
+		if string(v) == "null" {
+			return nil, nil
+		}
+	case 't', 'f':
+		if s := string(v); s == "true" || s == "false" {
+			return &s, nil
+		}
+	case '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, fmt.Errorf("invalid JSON string %s: %w", v, err)
+		}
+		return &s, nil
+	case '[', '{':
+		return nil, fmt.Errorf("key values must be scalars, got %.40s", v)
+	default:
+		var n json.Number
+		if err := json.Unmarshal(v, &n); err == nil {
+			s := n.String()
+			return &s, nil
+		}
+	}
+	return nil, fmt.Errorf("invalid JSON value %.40s", v)
+}
+
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// literal quotes s as an SQL string literal that means the same with
+// standard_conforming_strings on or off.
+func literal(s string) string {
+	s = strings.ReplaceAll(s, "\x00", "")
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
+
+// maxPairs is how many key/value pairs go into one jsonb_build_object
+// call: PostgreSQL functions take at most 100 arguments.
+const maxPairs = 50
+
+// sqlGen generates the SQL of one aggregate. Aliases are t0, t1, … in the
+// order nodes are visited, and j<n> for the join table of node t<n>.
+type sqlGen struct {
+	b      strings.Builder
+	next   int
+	indent int
+}
+
+func (g *sqlGen) alias() string {
+	a := "t" + strconv.Itoa(g.next)
+	g.next++
+	return a
+}
+
+func col(alias, column string) string { return alias + "." + ident(column) }
+
+// keyMatch is the WHERE condition matching cols of alias against the
+// parameters $first…, one text[] per column.
+func keyMatch(alias string, cols, types []string, first int) string {
+	if len(cols) == 1 {
+		return fmt.Sprintf("%s = ANY($%d::text[]::%s[])", col(alias, cols[0]), first, types[0])
+	}
+	lhs := make([]string, len(cols))
+	arrs := make([]string, len(cols))
+	for i, c := range cols {
+		lhs[i] = col(alias, c)
+		arrs[i] = fmt.Sprintf("$%d::text[]::%s[]", first+i, types[i])
+	}
+	return fmt.Sprintf("(%s) IN (SELECT * FROM unnest(%s))", strings.Join(lhs, ", "), strings.Join(arrs, ", "))
+}
+
+func params(cols, types []string) []ParamSpec {
+	ps := make([]ParamSpec, len(cols))
+	for i := range cols {
+		ps[i] = ParamSpec{Column: cols[i], Type: types[i]}
+	}
+	return ps
+}
+
+func (g *sqlGen) nl() string { return "\n" + strings.Repeat("  ", g.indent) }
+
+// buildQuery generates Aggregate.Build.
+func buildQuery(a *Aggregate) *Query {
+	g := &sqlGen{}
+	t0 := g.alias()
+	var sel []string
+	for _, c := range a.ID {
+		sel = append(sel, fmt.Sprintf("to_jsonb(%s) AS %s", col(t0, c), ident(c)))
+	}
+	g.indent = 1
+	doc := g.object(a.Root, t0)
+	sql := fmt.Sprintf("SELECT %s,\n  %s AS doc\nFROM %s AS %s\nWHERE %s",
+		strings.Join(sel, ", "), doc, a.Table.Sanitize(), t0, keyMatch(t0, a.ID, a.IDTypes, 1))
+	return &Query{SQL: sql, Params: params(a.ID, a.IDTypes)}
+}
+
+// object returns the jsonb expression of one row of n, read from alias.
+func (g *sqlGen) object(n *Node, alias string) string {
+	if n.Value != "" {
+		return "to_jsonb(" + col(alias, n.Value) + ")"
+	}
+	var pairs []string
+	for _, c := range n.Columns {
+		pairs = append(pairs, literal(n.OutputName(c))+", "+col(alias, c))
+	}
+	for _, c := range n.Children {
+		pairs = append(pairs, literal(c.Name)+", "+g.relation(c, alias))
+	}
+	if len(pairs) == 0 {
+		return "'{}'::jsonb"
+	}
+	var chunks []string
+	for len(pairs) > 0 {
+		k := min(len(pairs), maxPairs)
+		chunks = append(chunks, "jsonb_build_object("+g.join(pairs[:k])+")")
+		pairs = pairs[k:]
+	}
+	return strings.Join(chunks, " || ")
+}
+
+func (g *sqlGen) join(pairs []string) string {
+	if len(pairs) == 1 {
+		return pairs[0]
+	}
+	sep := g.nl() + "  "
+	return sep + strings.Join(pairs, ","+sep)
+}
+
+// relation returns the jsonb expression of child n of the row at parent.
+func (g *sqlGen) relation(n *Node, parent string) string {
+	g.indent += 2
+	defer func() { g.indent -= 2 }()
+	alias := g.alias()
+	elem := g.object(n, alias)
+	from, where := g.fromWhere(n, parent, alias)
+	order := orderBy(n, alias, elem)
+	nl := g.nl()
+	switch {
+	case n.Kind.IsArray():
+		agg := "jsonb_agg(" + elem
+		if order != "" {
+			agg += " ORDER BY " + order
+		}
+		agg += ")"
+		return fmt.Sprintf("COALESCE((SELECT %s%sFROM %s%sWHERE %s), '[]'::jsonb)", agg, nl, from, nl, where)
+	default:
+		limit := ""
+		if !n.unique {
+			limit = nl + "ORDER BY " + order + " LIMIT 1"
+		}
+		return fmt.Sprintf("(SELECT %s%sFROM %s%sWHERE %s%s)", elem, nl, from, nl, where, limit)
+	}
+}
+
+// fromWhere joins the rows of n (as alias) to the parent row (as parent).
+func (g *sqlGen) fromWhere(n *Node, parent, alias string) (string, string) {
+	from := n.Table.Sanitize() + " AS " + alias
+	var conds []string
+	switch n.Kind {
+	case OneToMany, OneToOne, ManyToOne:
+		for i := range n.ChildColumns {
+			conds = append(conds, col(alias, n.ChildColumns[i])+" = "+col(parent, n.ParentColumns[i]))
+		}
+	case ManyToMany:
+		j := "j" + alias[1:]
+		var on []string
+		for i := range n.ChildColumns {
+			on = append(on, col(alias, n.ChildColumns[i])+" = "+col(j, n.ThroughChildColumns[i]))
+		}
+		from = n.Through.Sanitize() + " AS " + j + " JOIN " + from + " ON " + strings.Join(on, " AND ")
+		for i := range n.ParentColumns {
+			conds = append(conds, col(j, n.ThroughParentColumns[i])+" = "+col(parent, n.ParentColumns[i]))
+		}
+	}
+	return from, strings.Join(conds, " AND ")
+}
+
+// orderBy is the sort order of n's rows: order_by, then the primary key,
+// or the element itself when the table has no primary key.
+func orderBy(n *Node, alias, elem string) string {
+	var keys []string
+	used := map[string]bool{}
+	for _, o := range n.OrderBy {
+		k := col(alias, o.Column)
+		if o.Desc {
+			k += " DESC"
+		}
+		if o.Nulls != "" {
+			k += " NULLS " + strings.ToUpper(o.Nulls)
+		}
+		keys = append(keys, k)
+		used[o.Column] = true
+	}
+	if len(n.Key) == 0 {
+		return strings.Join(append(keys, elem), ", ")
+	}
+	for _, c := range n.Key {
+		if !used[c] {
+			keys = append(keys, col(alias, c))
+		}
+	}
+	return strings.Join(keys, ", ")
+}

@@ -1,0 +1,121 @@
+-- aggregate user: root table public.users, id (id), index user, defined in test.yaml
+
+-- build: one row per existing id: the id columns as jsonb, then the document.
+--   $1: text[] of id values, cast to integer
+SELECT to_jsonb(t0."id") AS "id",
+  jsonb_build_object(
+    'id', t0."id",
+    'name', t0."name",
+    'profile', (SELECT jsonb_build_object(
+        'user_id', t1."user_id",
+        'bio', t1."bio")
+      FROM "public"."profiles" AS t1
+      WHERE t1."user_id" = t0."id"),
+    'manager', (SELECT jsonb_build_object(
+        'id', t2."id",
+        'name', t2."name")
+      FROM "public"."users" AS t2
+      WHERE t2."id" = t0."manager_id"),
+    'sent', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'id', t3."id",
+        'sender_id', t3."sender_id",
+        'recipient_id', t3."recipient_id",
+        'body', t3."body",
+        'sent_at', t3."sent_at") ORDER BY t3."sent_at" DESC NULLS LAST, t3."id")
+      FROM "public"."messages" AS t3
+      WHERE t3."sender_id" = t0."id"), '[]'::jsonb),
+    'received', COALESCE((SELECT jsonb_agg(to_jsonb(t4."body") ORDER BY t4."id")
+      FROM "public"."messages" AS t4
+      WHERE t4."recipient_id" = t0."id"), '[]'::jsonb),
+    'groups', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'id', t5."id",
+        'name', t5."name") ORDER BY t5."id")
+      FROM "public"."memberships" AS j5 JOIN "public"."groups" AS t5 ON t5."id" = j5."group_id"
+      WHERE j5."user_id" = t0."id"), '[]'::jsonb),
+    'group_names', COALESCE((SELECT jsonb_agg(to_jsonb(t6."name") ORDER BY t6."id")
+      FROM "public"."memberships" AS j6 JOIN "public"."groups" AS t6 ON t6."id" = j6."group_id"
+      WHERE j6."user_id" = t0."id"), '[]'::jsonb),
+    'invoices', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'id', t7."id",
+        'user_id', t7."user_id",
+        'amount', t7."amount",
+        'lines', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+            'invoice_id', t8."invoice_id",
+            'n', t8."n",
+            'text', t8."text") ORDER BY t8."invoice_id", t8."n")
+          FROM "billing"."invoice_lines" AS t8
+          WHERE t8."invoice_id" = t7."id"), '[]'::jsonb)) ORDER BY t7."id")
+      FROM "billing"."invoices" AS t7
+      WHERE t7."user_id" = t0."id"), '[]'::jsonb),
+    'notes', COALESCE((SELECT jsonb_agg(to_jsonb(t9."note") ORDER BY to_jsonb(t9."note"))
+      FROM "public"."nokey_notes" AS t9
+      WHERE t9."user_id" = t0."id"), '[]'::jsonb)) AS doc
+FROM "public"."users" AS t0
+WHERE t0."id" = ANY($1::text[]::integer[]);
+
+-- route aggregates.user: changes to public.users (root)
+--   watch: id, name, manager_id
+--   direct: the aggregate id is (id) of the before and after images
+
+-- route aggregates.user.relations.profile: changes to public.profiles (one-to-one)
+--   watch: user_id, bio
+--   direct: the aggregate id is (user_id) of the before and after images
+
+-- route aggregates.user.relations.manager: changes to public.users (many-to-one)
+--   watch: id, name
+--   lookup from (id) of the before and after images:
+--   $1: text[] of id values, cast to integer
+SELECT DISTINCT to_jsonb(t0."id") AS "id"
+FROM "public"."users" AS t0
+WHERE t0."manager_id" = ANY($1::text[]::integer[]);
+
+-- route aggregates.user.relations.sent: changes to public.messages (one-to-many)
+--   watch: id, sender_id, recipient_id, body, sent_at
+--   direct: the aggregate id is (sender_id) of the before and after images
+
+-- route aggregates.user.relations.received: changes to public.messages (one-to-many)
+--   watch: id, recipient_id, body
+--   direct: the aggregate id is (recipient_id) of the before and after images
+
+-- route aggregates.user.relations.groups: changes to public.groups (many-to-many)
+--   watch: id, name
+--   lookup from (id) of the before and after images:
+--   $1: text[] of id values, cast to integer
+SELECT DISTINCT to_jsonb(t0."id") AS "id"
+FROM "public"."users" AS t0
+JOIN "public"."memberships" AS j1 ON j1."user_id" = t0."id"
+WHERE j1."group_id" = ANY($1::text[]::integer[]);
+
+-- route aggregates.user.relations.groups.through: changes to public.memberships (many-to-many)
+--   watch: user_id, group_id
+--   direct: the aggregate id is (user_id) of the before and after images
+
+-- route aggregates.user.relations.group_names: changes to public.groups (many-to-many)
+--   watch: id, name
+--   lookup from (id) of the before and after images:
+--   $1: text[] of id values, cast to integer
+SELECT DISTINCT to_jsonb(t0."id") AS "id"
+FROM "public"."users" AS t0
+JOIN "public"."memberships" AS j1 ON j1."user_id" = t0."id"
+WHERE j1."group_id" = ANY($1::text[]::integer[]);
+
+-- route aggregates.user.relations.group_names.through: changes to public.memberships (many-to-many)
+--   watch: user_id, group_id
+--   direct: the aggregate id is (user_id) of the before and after images
+
+-- route aggregates.user.relations.invoices: changes to billing.invoices (one-to-many)
+--   watch: id, user_id, amount
+--   direct: the aggregate id is (user_id) of the before and after images
+
+-- route aggregates.user.relations.invoices.relations.lines: changes to billing.invoice_lines (one-to-many)
+--   watch: invoice_id, n, text
+--   lookup from (invoice_id) of the before and after images:
+--   $1: text[] of invoice_id values, cast to uuid
+SELECT DISTINCT to_jsonb(t0."id") AS "id"
+FROM "public"."users" AS t0
+JOIN "billing"."invoices" AS t1 ON t1."user_id" = t0."id"
+WHERE t1."id" = ANY($1::text[]::uuid[]);
+
+-- route aggregates.user.relations.notes: changes to public.nokey_notes (one-to-many)
+--   watch: user_id, note
+--   direct: the aggregate id is (user_id) of the before and after images
