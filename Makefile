@@ -1,0 +1,58 @@
+# decant — see README.md. Every target is safe to run on a fresh machine:
+# the scripts under e2e/infra install and start what the tests need.
+SHELL := /bin/bash
+GO ?= go
+GOTEST_FLAGS ?= -count=1
+E2E_TIMEOUT ?= 25m
+
+export DECANT_INFRA_DIR ?= /tmp/decant-infra
+
+.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream test-heavy fuzz vet clean help
+
+all: build
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+build: ## build bin/decant
+	$(GO) build -o bin/decant ./cmd/decant
+
+vet: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit: ## unit tests only (no servers)
+	$(GO) test $(GOTEST_FLAGS) -short ./...
+
+# make test = unit tests, then the real servers, then every test against
+# them; the servers are stopped at the end whether the tests passed or not.
+test: ## unit tests + start servers + e2e tests + stop servers
+	@set -o pipefail; status=0; \
+	$(MAKE) --no-print-directory vet unit || exit $$?; \
+	$(MAKE) --no-print-directory infra-up || { $(MAKE) --no-print-directory infra-down; exit 1; }; \
+	$(MAKE) --no-print-directory e2e || status=$$?; \
+	$(MAKE) --no-print-directory infra-down; \
+	exit $$status
+
+e2e: ## tests against running servers (make infra-up first)
+	$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) ./...
+
+infra-up: ## start PostgreSQL, Kafka and Elasticsearch on 127.0.0.1
+	bash e2e/infra/up.sh
+
+infra-down: ## stop the servers infra-up started
+	bash e2e/infra/down.sh
+
+infra-status:
+	@bash e2e/infra/pg.sh status; bash e2e/infra/kafka.sh status || true; bash e2e/infra/es.sh status || true
+
+demo: ## run the shop demo (servers + sample data + decant run)
+	@echo "make demo will run the whole pipeline on a sample shop database once 'decant run' exists (issue 6)."
+	@echo "Until then: 'make infra-up' starts the servers and 'make test' runs the tests."
+
+fuzz: ## run every fuzz target for a minute each
+	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
+	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
+
+clean:
+	rm -rf bin
