@@ -1,0 +1,178 @@
+package streamer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+)
+
+// encAllTypesSQL reads the schema and rows of the table of all types.
+func encAllTypesSQL(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/encode/alltypes.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// encSessionParams are the settings of the replication connection, under
+// which pgoutput writes the text forms EncodeValue reads.
+func encSessionParams(tz string) map[string]string {
+	return map[string]string{
+		"TimeZone":           tz,
+		"DateStyle":          "ISO",
+		"IntervalStyle":      "postgres",
+		"bytea_output":       "hex",
+		"extra_float_digits": "1",
+	}
+}
+
+// TestEncodeMatchesToJSONB is acceptance 1 of issue 3 at the encoder level:
+// for every column of a table with one column of each of 70 types (and rows
+// of edge values), the text form PostgreSQL's output function gives (what
+// pgoutput sends) encodes to exactly to_jsonb() of the value, byte for byte
+// once to_jsonb's text is compacted; and EncodeTuple of the row equals
+// to_jsonb(row) as JSON with exact numbers. The replication connection uses
+// TimeZone=UTC; other zones check offsets with minutes and seconds.
+func TestEncodeMatchesToJSONB(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	ctx := e2etest.Ctx(t)
+	pg.Exec(t, encAllTypesSQL(t))
+
+	var cols []Column
+	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'alltypes'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(cols) < 31 {
+		t.Fatalf("alltypes has %d columns, want at least 31", len(cols))
+	}
+
+	types := NewTypes()
+	oids := make([]uint32, len(cols))
+	for i, c := range cols {
+		oids[i] = c.TypeOID
+	}
+	if err := types.Load(ctx, pg.Pool, oids...); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cols {
+		if _, ok := types.Get(c.TypeOID); !ok {
+			t.Errorf("column %s: type %d not loaded", c.Name, c.TypeOID)
+		}
+	}
+
+	var sel strings.Builder
+	for _, c := range cols {
+		fmt.Fprintf(&sel, "%s, ", pgx.Identifier{c.Name}.Sanitize())
+	}
+	for _, c := range cols {
+		fmt.Fprintf(&sel, "to_jsonb(%s)::text, ", pgx.Identifier{c.Name}.Sanitize())
+	}
+	query := "SELECT " + sel.String() + "to_jsonb(t)::text FROM alltypes t ORDER BY id"
+
+	for _, tz := range []string{"UTC", "Asia/Kolkata", "America/St_Johns", "Europe/Amsterdam"} {
+		t.Run(strings.ReplaceAll(tz, "/", "_"), func(t *testing.T) {
+			cfg, err := pgx.ParseConfig(pg.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range encSessionParams(tz) {
+				cfg.RuntimeParams[k] = v
+			}
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+
+			// Text result format: each value exactly as the type's output
+			// function writes it, which is what pgoutput sends.
+			rr := conn.PgConn().ExecParams(ctx, query, nil, nil, nil, nil)
+			nrows := 0
+			for rr.NextRow() {
+				nrows++
+				vals := rr.Values()
+				id := string(vals[0])
+				tuple := &pglogrepl.TupleData{ColumnNum: uint16(len(cols))}
+				for i, c := range cols {
+					text, want := vals[i], vals[len(cols)+i]
+					if text == nil {
+						tuple.Columns = append(tuple.Columns, &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeNull})
+						continue
+					}
+					tuple.Columns = append(tuple.Columns, &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: bytes.Clone(text)})
+					got, err := types.EncodeValue(nil, c.TypeOID, text)
+					if err != nil {
+						t.Errorf("row %s column %s: EncodeValue(%q): %v", id, c.Name, text, err)
+						continue
+					}
+					var compact bytes.Buffer
+					if err := json.Compact(&compact, want); err != nil {
+						t.Fatalf("row %s column %s: to_jsonb gave invalid JSON %q: %v", id, c.Name, want, err)
+					}
+					if !bytes.Equal(got, compact.Bytes()) {
+						t.Errorf("row %s column %s (%s)\n text      %s\n EncodeValue %s\n to_jsonb    %s", id, c.Name, encTypeName(types, c.TypeOID), text, got, compact.Bytes())
+					}
+				}
+				row, unchanged, err := types.EncodeTuple(nil, cols, tuple)
+				if err != nil || unchanged != nil {
+					t.Fatalf("row %s: EncodeTuple: %v, unchanged %v", id, err, unchanged)
+				}
+				if g, w := encDecodeExact(t, row), encDecodeExact(t, vals[2*len(cols)]); !reflect.DeepEqual(g, w) {
+					t.Errorf("row %s: EncodeTuple differs from to_jsonb(row)\n got  %s\n want %s", id, row, vals[2*len(cols)])
+				}
+			}
+			if _, err := rr.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if nrows != 4 {
+				t.Fatalf("read %d rows, want 4", nrows)
+			}
+		})
+	}
+}
+
+func encTypeName(types *Types, oid uint32) string {
+	if ti, ok := types.Get(oid); ok {
+		return ti.Name + ", " + ti.Kind.String()
+	}
+	return fmt.Sprint("unknown type ", oid)
+}
+
+// encDecodeExact decodes JSON keeping numbers as their literal text, so that
+// comparisons are exact (1.50 ≠ 1.5, no float rounding of big integers).
+func encDecodeExact(t testing.TB, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("invalid JSON %q: %v", b, err)
+	}
+	if d.More() {
+		t.Fatalf("trailing data after JSON value in %q", b)
+	}
+	return v
+}

@@ -1,0 +1,270 @@
+package streamer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// relation is what the streamer knows of one published table: pgoutput's
+// relation message plus the primary key read from the catalog.
+type relation struct {
+	id       uint32
+	schema   string
+	table    string
+	cols     []Column
+	identity []bool // column is part of the replica identity (pgoutput flag 1)
+	key      []int  // indexes into cols of the primary key, in key order
+	topic    string
+}
+
+// newRelation builds a relation from a pgoutput relation message and the
+// table's primary-key column names (from the catalog). A table without a
+// primary key is keyed by its replica identity columns, else by every column.
+func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) (*relation, error) {
+	r := &relation{id: m.RelationID, schema: m.Namespace, table: m.RelationName,
+		topic: RawTopic(topicPrefix, m.Namespace, m.RelationName)}
+	byName := map[string]int{}
+	for i, c := range m.Columns {
+		r.cols = append(r.cols, Column{Name: c.Name, TypeOID: c.DataType})
+		r.identity = append(r.identity, c.Flags&1 == 1)
+		byName[c.Name] = i
+	}
+	for _, name := range pk {
+		i, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("table %s.%s: primary key column %q is not in the relation message", r.schema, r.table, name)
+		}
+		r.key = append(r.key, i)
+	}
+	if len(r.key) == 0 {
+		for i, id := range r.identity {
+			if id {
+				r.key = append(r.key, i)
+			}
+		}
+	}
+	if len(r.key) == 0 {
+		for i := range r.cols {
+			r.key = append(r.key, i)
+		}
+	}
+	for _, i := range r.key {
+		if len(r.cols[i].Name) > 0 && r.cols[i].Name[0] == '$' {
+			return nil, fmt.Errorf("table %s.%s: key column %q starts with '$', which decant reserves for control keys; rename the column", r.schema, r.table, r.cols[i].Name)
+		}
+	}
+	return r, nil
+}
+
+// RawTopic is the raw change topic of a table: <prefix>.raw.<schema>.<table>.
+func RawTopic(prefix, schema, table string) string {
+	return prefix + ".raw." + schema + "." + table
+}
+
+// record is one Kafka record to produce: key and value (nil value = tombstone).
+type record struct {
+	topic string
+	key   []byte
+	value []byte
+	op    wire.Op
+}
+
+// txnInfo is the position of the change being encoded.
+type txnInfo struct {
+	lsn        uint64 // of the change
+	commitLSN  uint64
+	xid        uint32
+	commitTime time.Time
+	seq        int64
+	snapshot   bool
+}
+
+// encoder turns decoded pgoutput messages into records. It is pure: no I/O.
+type encoder struct {
+	types *Types
+	buf   []byte
+}
+
+// keyOf encodes the key columns of an encoded tuple.
+func (e *encoder) keyOf(r *relation, tuple *pglogrepl.TupleData) ([]byte, error) {
+	fields := make([]wire.KeyField, len(r.key))
+	for i, ci := range r.key {
+		if ci >= len(tuple.Columns) {
+			return nil, fmt.Errorf("table %s.%s: tuple has %d columns, key needs column %d", r.schema, r.table, len(tuple.Columns), ci+1)
+		}
+		c := tuple.Columns[ci]
+		var v []byte
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeText:
+			var err error
+			v, err = e.types.EncodeValue(nil, r.cols[ci].TypeOID, c.Data)
+			if err != nil {
+				v = appendJSONString(nil, c.Data)
+			}
+		case pglogrepl.TupleDataTypeNull:
+			v = []byte("null")
+		default:
+			return nil, fmt.Errorf("table %s.%s: key column %q not sent by PostgreSQL (type %q)", r.schema, r.table, r.cols[ci].Name, c.DataType)
+		}
+		fields[i] = wire.KeyField{Name: r.cols[ci].Name, Value: v}
+	}
+	return wire.Key(fields), nil
+}
+
+// identityOnly reports whether an old tuple carries only the replica
+// identity columns ('K'), so non-identity nulls mean "not sent".
+func identityOnly(oldType uint8) bool { return oldType == 'K' }
+
+// tupleJSON encodes a tuple; for 'K' old tuples only identity columns are kept.
+func (e *encoder) tupleJSON(r *relation, tuple *pglogrepl.TupleData, onlyIdentity bool) ([]byte, []string, error) {
+	if !onlyIdentity {
+		return e.types.EncodeTuple(nil, r.cols, tuple)
+	}
+	cols := make([]Column, 0, len(r.cols))
+	sub := &pglogrepl.TupleData{}
+	for i, c := range tuple.Columns {
+		if i < len(r.identity) && r.identity[i] {
+			cols = append(cols, r.cols[i])
+			sub.Columns = append(sub.Columns, c)
+		}
+	}
+	sub.ColumnNum = uint16(len(sub.Columns))
+	return e.types.EncodeTuple(nil, cols, sub)
+}
+
+// fillUnchangedToast copies unchanged TOAST values of the new tuple from a
+// full old tuple, which holds the same (unchanged) value. It returns the
+// names still missing.
+func fillUnchangedToast(newT, oldT *pglogrepl.TupleData, oldType uint8) *pglogrepl.TupleData {
+	if oldT == nil || oldType != 'O' {
+		return newT
+	}
+	var out *pglogrepl.TupleData
+	for i, c := range newT.Columns {
+		if c.DataType != pglogrepl.TupleDataTypeToast || i >= len(oldT.Columns) {
+			continue
+		}
+		oc := oldT.Columns[i]
+		if oc.DataType != pglogrepl.TupleDataTypeText && oc.DataType != pglogrepl.TupleDataTypeNull {
+			continue
+		}
+		if out == nil {
+			out = &pglogrepl.TupleData{ColumnNum: newT.ColumnNum, Columns: append([]*pglogrepl.TupleDataColumn(nil), newT.Columns...)}
+		}
+		out.Columns[i] = oc
+	}
+	if out == nil {
+		return newT
+	}
+	return out
+}
+
+// change builds the records for one row change. before/after may be nil.
+// A delete yields the event and a tombstone; an update that changes the key
+// yields delete(old key) + tombstone + create(new key).
+func (e *encoder) change(r *relation, op wire.Op, oldT *pglogrepl.TupleData, oldType uint8, newT *pglogrepl.TupleData, at *txnInfo) ([]record, error) {
+	var before, after, oldKey, newKey []byte
+	var unchanged []string
+	var err error
+	if oldT != nil {
+		if before, _, err = e.tupleJSON(r, oldT, identityOnly(oldType)); err != nil {
+			return nil, err
+		}
+		if oldKey, err = e.keyOf(r, oldT); err != nil && op == wire.OpDelete {
+			return nil, err
+		}
+	}
+	if newT != nil {
+		newT = fillUnchangedToast(newT, oldT, oldType)
+		if after, unchanged, err = e.types.EncodeTuple(nil, r.cols, newT); err != nil {
+			return nil, err
+		}
+		if newKey, err = e.keyOf(r, newT); err != nil {
+			return nil, err
+		}
+	}
+	switch op {
+	case wire.OpDelete:
+		ev := e.event(r, op, oldKey, before, nil, nil, at)
+		return []record{{r.topic, oldKey, ev, op}, {r.topic, oldKey, nil, op}}, nil
+	case wire.OpUpdate:
+		if oldKey != nil && !bytes.Equal(oldKey, newKey) {
+			del := e.event(r, wire.OpDelete, oldKey, before, nil, nil, at)
+			ins := e.event(r, wire.OpCreate, newKey, nil, after, unchanged, at)
+			return []record{{r.topic, oldKey, del, wire.OpDelete}, {r.topic, oldKey, nil, wire.OpDelete}, {r.topic, newKey, ins, wire.OpCreate}}, nil
+		}
+	}
+	ev := e.event(r, op, newKey, before, after, unchanged, at)
+	return []record{{r.topic, newKey, ev, op}}, nil
+}
+
+// truncate builds the truncate event of one table.
+func (e *encoder) truncate(r *relation, at *txnInfo) record {
+	return record{r.topic, wire.TruncateKey, e.event(r, wire.OpTruncate, wire.TruncateKey, nil, nil, nil, at), wire.OpTruncate}
+}
+
+// snapshotRow builds the record of a row read by the snapshot; row is
+// to_jsonb(row) and key the encoded primary key.
+func (e *encoder) snapshotRow(r *relation, key, row []byte, at *txnInfo) record {
+	return record{r.topic, key, e.event(r, wire.OpRead, key, nil, row, nil, at), wire.OpRead}
+}
+
+// event encodes a raw change value (PRODUCT.md §2) by hand: this is the hot
+// path. It consumes one sequence number of at.
+func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unchanged []string, at *txnInfo) []byte {
+	b := make([]byte, 0, 160+len(key)+len(before)+len(after)+len(r.schema)+len(r.table))
+	b = append(b, `{"op":"`...)
+	b = append(b, op...)
+	b = append(b, `","schema":`...)
+	b = appendJSONString(b, []byte(r.schema))
+	b = append(b, `,"table":`...)
+	b = appendJSONString(b, []byte(r.table))
+	b = append(b, `,"key":`...)
+	b = append(b, key...)
+	b = append(b, `,"before":`...)
+	b = appendRaw(b, before)
+	b = append(b, `,"after":`...)
+	b = appendRaw(b, after)
+	b = append(b, `,"unchanged_toast":[`...)
+	for i, n := range unchanged {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, []byte(n))
+	}
+	b = append(b, `],"source":{"lsn":"`...)
+	b = append(b, wire.FormatLSN(at.lsn)...)
+	b = append(b, `","commit_lsn":"`...)
+	b = append(b, wire.FormatLSN(at.commitLSN)...)
+	b = append(b, `","xid":`...)
+	b = strconv.AppendUint(b, uint64(at.xid), 10)
+	b = append(b, `,"commit_time":"`...)
+	b = at.commitTime.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, `","seq":`...)
+	b = strconv.AppendInt(b, at.seq, 10)
+	at.seq++
+	b = append(b, `,"snapshot":`...)
+	b = strconv.AppendBool(b, at.snapshot)
+	b = append(b, "}}"...)
+	return b
+}
+
+func appendRaw(b, v []byte) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	return append(b, v...)
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b, s []byte) []byte {
+	q, _ := json.Marshal(string(s))
+	return append(b, q...)
+}

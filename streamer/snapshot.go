@@ -1,0 +1,333 @@
+package streamer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// tableColumns reads a table's live columns and primary key from the catalog.
+func tableColumns(ctx context.Context, db Querier, relid uint32) (cols []pglogrepl.RelationMessageColumn, pk []string, generated []string, err error) {
+	rows, err := db.Query(ctx, `
+SELECT a.attname, a.atttypid, a.attgenerated <> '',
+       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0)
+FROM pg_attribute a
+LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, relid)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read columns of relation %d: %w", relid, err)
+	}
+	defer rows.Close()
+	type pkc struct {
+		name string
+		pos  int
+	}
+	var pks []pkc
+	for rows.Next() {
+		var name string
+		var typ uint32
+		var gen bool
+		var pos int
+		if err := rows.Scan(&name, &typ, &gen, &pos); err != nil {
+			return nil, nil, nil, err
+		}
+		if gen {
+			generated = append(generated, name)
+			continue
+		}
+		cols = append(cols, pglogrepl.RelationMessageColumn{Name: name, DataType: typ})
+		if pos > 0 {
+			pks = append(pks, pkc{name, pos})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	for p := 1; len(pk) < len(pks); p++ {
+		for _, c := range pks {
+			if c.pos == p {
+				pk = append(pk, c.name)
+			}
+		}
+	}
+	return cols, pk, generated, nil
+}
+
+// loadRelation turns a pgoutput relation message into a relation: primary
+// key from the catalog, column types loaded, topic created.
+func (s *Streamer) loadRelation(ctx context.Context, pool *pgxpool.Pool, m *pglogrepl.RelationMessage) (*relation, error) {
+	_, pk, _, err := tableColumns(ctx, pool, m.RelationID)
+	if err != nil {
+		return nil, err
+	}
+	oids := make([]uint32, len(m.Columns))
+	for i, c := range m.Columns {
+		oids[i] = c.DataType
+	}
+	if err := s.types.Load(ctx, pool, oids...); err != nil {
+		return nil, fmt.Errorf("table %s.%s: load column types: %w", m.Namespace, m.RelationName, err)
+	}
+	r, err := newRelation(m, pk, s.cfg.TopicPrefix)
+	if err != nil {
+		return nil, permanent(err)
+	}
+	if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// snapshot emits every row of every published table as op "r", read
+// inside the slot's exported snapshot, so that streaming from the slot's
+// consistent point continues exactly where the snapshot ends. Rows stream
+// through pgx and the bounded producer: memory does not grow with the table.
+func (s *Streamer) snapshot(ctx context.Context, pool *pgxpool.Pool, snapshotName string, cp uint64) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshotName)); err != nil {
+		return fmt.Errorf("use exported snapshot %s: %w", snapshotName, err)
+	}
+	type tbl struct {
+		oid           uint32
+		schema, table string
+		pages         int64
+		rowsPerPage   float64
+	}
+	rows, err := tx.Query(ctx, `
+SELECT c.oid, n.nspname, c.relname, pg_relation_size(c.oid) / current_setting('block_size')::int8,
+       CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 50 END
+FROM pg_publication_tables pt
+JOIN pg_namespace n ON n.nspname = pt.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tbl, error) {
+		var t tbl
+		return t, r.Scan(&t.oid, &t.schema, &t.table, &t.pages, &t.rowsPerPage)
+	})
+	if err != nil {
+		return fmt.Errorf("list published tables: %w", err)
+	}
+	prog := newProgress(cp)
+	mark := prog.open()
+	enc := &encoder{types: s.types}
+	started := time.Now()
+	var total int64
+	for _, t := range tables {
+		cols, pk, generated, err := tableColumns(ctx, tx, t.oid)
+		if err != nil {
+			return err
+		}
+		rm := &pglogrepl.RelationMessage{RelationID: t.oid, Namespace: t.schema, RelationName: t.table, Columns: make([]*pglogrepl.RelationMessageColumn, len(cols))}
+		for i := range cols {
+			rm.Columns[i] = &cols[i]
+		}
+		r, err := newRelation(rm, pk, s.cfg.TopicPrefix)
+		if err != nil {
+			return permanent(err)
+		}
+		if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions)); err != nil {
+			return err
+		}
+		n, err := s.snapshotTable(ctx, tx, enc, r, generated, t.pages, t.rowsPerPage, cp, mark)
+		if err != nil {
+			return fmt.Errorf("table %s.%s: %w", t.schema, t.table, err)
+		}
+		total += n
+		s.log.Info("snapshot of table read", "table", t.schema+"."+t.table, "rows", n)
+	}
+	if err := s.kafka.Flush(ctx); err != nil {
+		return err
+	}
+	if err := s.fatalErr(); err != nil {
+		return err
+	}
+	s.log.Info("initial snapshot complete", "tables", len(tables), "rows", total, "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r *relation, generated []string, pages int64, rowsPerPage float64, cp uint64, mark *txnMark) (int64, error) {
+	keyCols := make([]string, len(r.key))
+	for i, ki := range r.key {
+		keyCols[i] = "to_jsonb(t." + pgx.Identifier{r.cols[ki].Name}.Sanitize() + ")"
+	}
+	rowExpr := "to_jsonb(t)"
+	for _, g := range generated { // pgoutput does not send generated columns
+		rowExpr += " - " + quoteLiteral(g)
+	}
+	base := "SELECT " + rowExpr + ", " + strings.Join(keyCols, ", ") + " FROM " + pgx.Identifier{r.schema, r.table}.Sanitize() + " t"
+	chunk := max(int64(float64(s.cfg.SnapshotChunkRows)/max(rowsPerPage, 1)), 1)
+	at := txnInfo{lsn: cp, commitLSN: cp, commitTime: time.Now(), snapshot: true}
+	var n int64
+	lastLog := time.Now()
+	for lo := int64(0); ; lo += chunk {
+		sql := base + fmt.Sprintf(" WHERE t.ctid >= '(%d,0)'::tid", lo)
+		last := lo+chunk > pages
+		if !last {
+			sql += fmt.Sprintf(" AND t.ctid < '(%d,0)'::tid", lo+chunk)
+		}
+		rows, err := tx.Query(ctx, sql, pgx.QueryResultFormats{pgx.TextFormatCode})
+		if err != nil {
+			return n, err
+		}
+		raw := make([][]byte, 1+len(keyCols))
+		scan := make([]any, len(raw))
+		for i := range raw {
+			scan[i] = &raw[i]
+		}
+		for rows.Next() {
+			vals := rows.RawValues()
+			row := compactJSON(vals[0])
+			fields := make([]wire.KeyField, len(r.key))
+			for i, ki := range r.key {
+				fields[i] = wire.KeyField{Name: r.cols[ki].Name, Value: compactJSON(vals[1+i])}
+			}
+			rec := enc.snapshotRow(r, wire.Key(fields), row, &at)
+			s.produce(ctx, rec, mark, cp)
+			n++
+			if err := s.fatalErr(); err != nil {
+				rows.Close()
+				return n, err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return n, err
+		}
+		s.met.snapshotRows.Add(float64(n))
+		if time.Since(lastLog) > 10*time.Second {
+			s.log.Info("snapshot progress", "table", r.schema+"."+r.table, "rows", n, "page", lo, "pages", pages)
+			lastLog = time.Now()
+		}
+		if last {
+			return n, nil
+		}
+	}
+}
+
+// compactJSON removes the spaces jsonb's text output puts after ':' and ','.
+func compactJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	inStr, esc := false, false
+	for _, c := range b {
+		if inStr {
+			out = append(out, c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\t', '\r':
+			continue
+		case '"':
+			inStr = true
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// The snapshot marker lives in the compacted topic <prefix>.state under the
+// key snapshot/<slot>: "started" when the slot is created, "done" once every
+// snapshot row is acknowledged. A slot found on start-up whose marker is not
+// "done" was interrupted mid-snapshot; it is dropped and the snapshot redone,
+// so a crash never leaves a gap.
+type snapshotMarker struct {
+	Slot          string `json:"slot"`
+	ConsistentLSN string `json:"consistent_lsn"`
+	Done          bool   `json:"done"`
+	Time          string `json:"time"`
+}
+
+func (s *Streamer) stateTopic() string { return s.cfg.TopicPrefix + ".state" }
+
+func (s *Streamer) markSnapshot(ctx context.Context, done bool, cp uint64) error {
+	if err := s.ensureTopic(ctx, s.stateTopic(), 1); err != nil {
+		return err
+	}
+	v, _ := json.Marshal(snapshotMarker{Slot: s.cfg.Slot, ConsistentLSN: wire.FormatLSN(cp), Done: done, Time: time.Now().UTC().Format(time.RFC3339Nano)})
+	rec := &kgo.Record{Topic: s.stateTopic(), Key: []byte("snapshot/" + s.cfg.Slot), Value: v}
+	if err := s.kafka.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("write snapshot marker to %s: %w", s.stateTopic(), err)
+	}
+	return nil
+}
+
+// snapshotDone reads the latest snapshot marker of the slot.
+func (s *Streamer) snapshotDone(ctx context.Context) (bool, error) {
+	ends, err := s.admin.ListEndOffsets(ctx, s.stateTopic())
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", s.stateTopic(), err)
+	}
+	end, ok := ends.Lookup(s.stateTopic(), 0)
+	if !ok || end.Err != nil || end.Offset == 0 {
+		return false, nil // no marker: the slot predates decant's bookkeeping or the topic was lost
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.cfg.Kafka...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.stateTopic(): {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	key := "snapshot/" + s.cfg.Slot
+	done := false
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			return false, fmt.Errorf("read %s: %w", s.stateTopic(), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return false, ferr
+		}
+		var last int64 = -1
+		fs.EachRecord(func(r *kgo.Record) {
+			last = r.Offset
+			if string(r.Key) == key {
+				var m snapshotMarker
+				if json.Unmarshal(r.Value, &m) == nil {
+					done = m.Done
+				}
+			}
+		})
+		if last >= end.Offset-1 {
+			return done, nil
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return false, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// stream is the replication loop: WAL messages → records → Kafka, with the
+// slot confirmed only as far as progress allows.
+func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn, start uint64) error {
+	s.fatal.Store(nil)
+	prog := newProgress(start)
+	st := &streamState{s: s, pool: pool, prog: prog, rels: map[uint32]*relation{}, enc: &encoder{types: s.types}}
+	s.lastMsg.Store(time.Now().UnixNano())
+
+	hbCtx, stopHB := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); s.heartbeat(hbCtx, pool) }()
+	defer func() { stopHB(); <-hbDone }()
+
+	var lastReported uint64
+	report := func(ctx context.Context) error {
+		lsn := prog.confirmable()
+		err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
+			WALWritePosition: pglogrepl.LSN(lsn), WALFlushPosition: pglogrepl.LSN(lsn), WALApplyPosition: pglogrepl.LSN(lsn)})
+		if err != nil {
+			return fmt.Errorf("send status update: %w", err)
+		}
+		if lsn != lastReported {
+			s.met.confirmedLSN.Set(float64(lsn))
+			lastReported = lsn
+		}
+		return nil
+	}
+	// On the way out, wait for what was produced and confirm it, so a clean
+	// shutdown does not re-send what Kafka already has.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.kafka.Flush(fctx); err == nil && s.fatalErr() == nil {
+			_ = report(fctx)
+		}
+	}()
+
+	nextStatus := time.Now().Add(s.cfg.StatusInterval)
+	progressLog := time.Now().Add(30 * time.Second)
+	for {
+		if err := s.fatalErr(); err != nil {
+			return err
+		}
+		if now := time.Now(); !now.Before(nextStatus) {
+			if err := report(ctx); err != nil {
+				return err
+			}
+			nextStatus = now.Add(s.cfg.StatusInterval)
+			if now.After(progressLog) {
+				s.log.Info("streaming progress", "confirmed_lsn", wire.FormatLSN(lastReported), "txns_in_flight", prog.inFlight())
+				progressLog = now.Add(30 * time.Second)
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		msg, err := repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive from slot: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse keepalive: %w", err)
+				}
+				if st.cur == nil {
+					prog.idle(uint64(pkm.ServerWALEnd))
+				}
+				if pkm.ReplyRequested {
+					nextStatus = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse XLogData: %w", err)
+				}
+				s.lastMsg.Store(time.Now().UnixNano())
+				if err := st.handle(ctx, uint64(xld.WALStart), xld.WALData); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+		case *pgproto3.CopyDone:
+			return errors.New("replication stream ended by the server")
+		}
+	}
+}
+
+// streamState is what the loop keeps between messages.
+type streamState struct {
+	s    *Streamer
+	pool *pgxpool.Pool
+	prog *progress
+	rels map[uint32]*relation
+	enc  *encoder
+	cur  *txnMark // open transaction, nil between transactions
+	at   txnInfo
+}
+
+func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("decode pgoutput message at %s: %w", wire.FormatLSN(walStart), err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		r, err := st.s.loadRelation(ctx, st.pool, m)
+		if err != nil {
+			return err
+		}
+		st.rels[m.RelationID] = r
+	case *pglogrepl.BeginMessage:
+		st.cur = st.prog.open()
+		st.at = txnInfo{commitLSN: uint64(m.FinalLSN), xid: m.Xid, commitTime: m.CommitTime}
+	case *pglogrepl.CommitMessage:
+		if st.cur == nil {
+			return fmt.Errorf("commit at %s without begin", wire.FormatLSN(uint64(m.CommitLSN)))
+		}
+		st.prog.close(st.cur, uint64(m.TransactionEndLSN))
+		st.cur = nil
+		st.s.met.lastCommit.Set(float64(m.CommitTime.UnixNano()) / 1e9)
+	case *pglogrepl.InsertMessage:
+		return st.change(ctx, walStart, m.RelationID, wire.OpCreate, nil, 0, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		return st.change(ctx, walStart, m.RelationID, wire.OpUpdate, m.OldTuple, m.OldTupleType, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		return st.change(ctx, walStart, m.RelationID, wire.OpDelete, m.OldTuple, m.OldTupleType, nil)
+	case *pglogrepl.TruncateMessage:
+		if st.cur == nil {
+			return errors.New("truncate outside a transaction")
+		}
+		for _, id := range m.RelationIDs {
+			r, ok := st.rels[id]
+			if !ok {
+				return fmt.Errorf("truncate of unknown relation %d", id)
+			}
+			st.at.lsn = walStart
+			rec := st.enc.truncate(r, &st.at)
+			st.s.produce(ctx, rec, st.cur, st.at.commitLSN)
+			st.s.met.rows.WithLabelValues(r.schema+"."+r.table, string(wire.OpTruncate)).Inc()
+		}
+	}
+	return nil
+}
+
+func (st *streamState) change(ctx context.Context, walStart uint64, relID uint32, op wire.Op, oldT *pglogrepl.TupleData, oldType uint8, newT *pglogrepl.TupleData) error {
+	r, ok := st.rels[relID]
+	if !ok {
+		return fmt.Errorf("change for unknown relation %d at %s", relID, wire.FormatLSN(walStart))
+	}
+	if st.cur == nil {
+		return fmt.Errorf("table %s.%s: change at %s outside a transaction", r.schema, r.table, wire.FormatLSN(walStart))
+	}
+	st.at.lsn = walStart
+	recs, err := st.enc.change(r, op, oldT, oldType, newT, &st.at)
+	if err != nil {
+		// A row that cannot be encoded goes to the dead-letter topic; the
+		// stream goes on.
+		rec := record{topic: st.s.cfg.TopicPrefix + ".dlq", key: []byte(`{"table":` + string(appendJSONString(nil, []byte(r.schema+"."+r.table))) + `}`),
+			value: fmt.Appendf(nil, `{"stage":"stream","table":%s,"lsn":"%s","reason":%s}`,
+				appendJSONString(nil, []byte(r.schema+"."+r.table)), wire.FormatLSN(walStart), appendJSONString(nil, []byte(err.Error()))), op: op}
+		st.s.met.dlq.Inc()
+		st.s.log.Error("row change cannot be encoded; written to the dead-letter topic", "table", r.schema+"."+r.table, "lsn", wire.FormatLSN(walStart), "err", err)
+		st.s.produce(ctx, rec, st.cur, st.at.commitLSN)
+		return nil
+	}
+	for _, rec := range recs {
+		st.s.produce(ctx, rec, st.cur, st.at.commitLSN)
+	}
+	st.s.met.rows.WithLabelValues(r.schema+"."+r.table, string(op)).Inc()
+	return nil
+}
+
+// heartbeat keeps an idle slot moving and samples slot lag.
+func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
+	tick := time.NewTicker(max(s.cfg.HeartbeatInterval/2, time.Second))
+	defer tick.Stop()
+	warned := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var lag *int64
+		if err := pool.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&lag); err == nil && lag != nil {
+			s.met.slotLag.Set(float64(*lag))
+		}
+		if s.cfg.HeartbeatInterval <= 0 || time.Since(time.Unix(0, s.lastMsg.Load())) < s.cfg.HeartbeatInterval {
+			continue
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_logical_emit_message(false, 'decant.heartbeat', '')`); err != nil && ctx.Err() == nil && !warned {
+			s.log.Warn("heartbeat failed; an idle slot then advances only through keepalives", "err", err)
+			warned = true
+		}
+	}
+}

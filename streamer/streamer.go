@@ -1,0 +1,417 @@
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// Streamer copies committed row changes from a logical replication slot to
+// Kafka raw topics. Create it with New, run it with Run.
+type Streamer struct {
+	cfg     Config
+	log     *slog.Logger
+	met     *metrics
+	types   *Types
+	kafka   *kgo.Client
+	admin   *kadm.Client
+	topics  sync.Map // topic name → struct{} once created
+	fatal   atomic.Pointer[error]
+	lastMsg atomic.Int64 // unix nanos of the last WAL message received
+
+	closeOnce sync.Once
+}
+
+// sessionParams are the session settings the value encoder assumes: the
+// text form of every value is produced under them, on the replication
+// connection and on the snapshot connection alike.
+var sessionParams = map[string]string{
+	"TimeZone":           "UTC",
+	"DateStyle":          "ISO, MDY",
+	"IntervalStyle":      "postgres",
+	"bytea_output":       "hex",
+	"extra_float_digits": "1",
+	"application_name":   "decant-streamer",
+}
+
+// New validates cfg and creates the Kafka client. It does no other I/O.
+func New(cfg Config) (*Streamer, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedRecords(cfg.MaxInFlight),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+	}, cfg.Kafka...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("streamer: kafka client: %w", err)
+	}
+	return &Streamer{cfg: cfg, log: cfg.Logger.With("stage", "stream", "slot", cfg.Slot), met: newMetrics(cfg.Registerer),
+		types: NewTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
+}
+
+// Close releases the Kafka client. It is idempotent; call it after Run returns.
+func (s *Streamer) Close() {
+	s.closeOnce.Do(func() { s.kafka.Close() })
+}
+
+// errSlotBusy means another process streams from the slot: wait and retry.
+var errSlotBusy = errors.New("replication slot is in use by another process")
+
+// Run streams until ctx is cancelled or a non-retriable error occurs. A
+// standby (the slot is held by another streamer) waits and takes over when
+// the slot becomes free. Transient errors (connection loss, server restart)
+// restart the session after a backoff; the slot makes this lossless. Run
+// returns nil on cancellation, after flushing what was produced.
+func (s *Streamer) Run(ctx context.Context) error {
+	backoff := time.Second
+	waiting := false
+	for {
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case errors.Is(err, errSlotBusy):
+			if !waiting {
+				s.log.Info("slot is held by another streamer; standing by to take over")
+				waiting = true
+			}
+			if !sleepCtx(ctx, s.cfg.TakeoverPoll) {
+				return nil
+			}
+			continue
+		case isPermanent(err):
+			return err
+		}
+		waiting = false
+		s.log.Warn("stream session ended; restarting", "err", err, "backoff", backoff)
+		if !sleepCtx(ctx, backoff) {
+			return nil
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// permanentError marks errors a restart cannot fix (bad configuration,
+// missing publication, unencodable schema).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err} }
+
+func isPermanent(err error) bool {
+	var p *permanentError
+	if errors.As(err, &p) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000", "3D000", "42501": // bad password, no access, no database, no privilege
+			return true
+		}
+	}
+	return false
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func withParams(dsn string, replication bool) (*pgconn.Config, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("postgres.dsn: %w", err))
+	}
+	for k, v := range sessionParams {
+		cfg.RuntimeParams[k] = v
+	}
+	if replication {
+		cfg.RuntimeParams["replication"] = "database"
+	}
+	return cfg, nil
+}
+
+// session is one connection lifetime: take the slot, snapshot if the slot
+// is new, then stream. It returns when the context ends or on error, after
+// waiting for every produced record to be acknowledged.
+func (s *Streamer) session(ctx context.Context) (err error) {
+	pcfg, err := withParams(s.cfg.DSN, false)
+	if err != nil {
+		return err
+	}
+	poolCfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return err
+	}
+	poolCfg.ConnConfig.Config = *pcfg
+	poolCfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer pool.Close()
+	if err := s.ensurePublication(ctx, pool); err != nil {
+		return err
+	}
+	rcfg, err := withParams(s.cfg.DSN, true)
+	if err != nil {
+		return err
+	}
+	repl, err := pgconn.ConnectConfig(ctx, rcfg)
+	if err != nil {
+		return fmt.Errorf("replication connection: %w", err)
+	}
+	defer repl.Close(context.Background())
+
+	st, err := s.slotState(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if st.exists && st.active {
+		return errSlotBusy
+	}
+	if st.exists {
+		done, err := s.snapshotDone(ctx)
+		if err != nil {
+			return err
+		}
+		if !done {
+			s.log.Warn("slot exists but its initial snapshot never completed; dropping it to snapshot again")
+			if err := pglogrepl.DropReplicationSlot(ctx, repl, s.cfg.Slot, pglogrepl.DropReplicationSlotOptions{}); err != nil {
+				if isInUse(err) {
+					return errSlotBusy
+				}
+				return fmt.Errorf("drop unfinished slot %s: %w", s.cfg.Slot, err)
+			}
+			st.exists = false
+		}
+	}
+	start := st.confirmed
+	if !st.exists {
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
+				return errSlotBusy
+			}
+			return fmt.Errorf("create slot %s: %w", s.cfg.Slot, err)
+		}
+		cp, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return err
+		}
+		start = uint64(cp)
+		s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName)
+		if err := s.markSnapshot(ctx, false, start); err != nil {
+			return err
+		}
+		if err := s.snapshot(ctx, pool, res.SnapshotName, start); err != nil {
+			return fmt.Errorf("initial snapshot: %w", err)
+		}
+		if err := s.markSnapshot(ctx, true, start); err != nil {
+			return err
+		}
+	}
+	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication), "messages 'false'"},
+	})
+	if err != nil {
+		if isInUse(err) {
+			return errSlotBusy
+		}
+		return fmt.Errorf("start replication on slot %s: %w", s.cfg.Slot, err)
+	}
+	s.log.Info("streaming", "from", wire.FormatLSN(start))
+	return s.stream(ctx, pool, repl, start)
+}
+
+func isInUse(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006"
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+type slotInfo struct {
+	exists, active bool
+	confirmed      uint64
+}
+
+func (s *Streamer) slotState(ctx context.Context, pool *pgxpool.Pool) (slotInfo, error) {
+	var si slotInfo
+	var plugin, db string
+	var lsn *string
+	err := pool.QueryRow(ctx, `SELECT active, plugin, database, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).
+		Scan(&si.active, &plugin, &db, &lsn)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return si, nil
+	}
+	if err != nil {
+		return si, fmt.Errorf("read slot %s: %w", s.cfg.Slot, err)
+	}
+	si.exists = true
+	if plugin != "pgoutput" {
+		return si, permanent(fmt.Errorf("slot %s uses plugin %q, not pgoutput: drop it or choose another postgres.slot", s.cfg.Slot, plugin))
+	}
+	if lsn != nil {
+		v, err := wire.ParseLSN(*lsn)
+		if err != nil {
+			return si, err
+		}
+		si.confirmed = v
+	}
+	return si, nil
+}
+
+// ensurePublication checks that the publication exists, creating it when allowed.
+func (s *Streamer) ensurePublication(ctx context.Context, pool *pgxpool.Pool) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, s.cfg.Publication).Scan(&exists); err != nil {
+		return fmt.Errorf("read publication: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if !s.cfg.CreatePublication {
+		return permanent(fmt.Errorf("publication %q does not exist: run `CREATE PUBLICATION %s FOR TABLE …;` or set postgres.create_publication: true",
+			s.cfg.Publication, pgx.Identifier{s.cfg.Publication}.Sanitize()))
+	}
+	sql := "CREATE PUBLICATION " + pgx.Identifier{s.cfg.Publication}.Sanitize()
+	if len(s.cfg.Tables) == 0 {
+		sql += " FOR ALL TABLES"
+	} else {
+		names := make([]string, len(s.cfg.Tables))
+		for i, t := range s.cfg.Tables {
+			schema, table, ok := strings.Cut(t, ".")
+			if !ok {
+				schema, table = "public", t
+			}
+			names[i] = pgx.Identifier{schema, table}.Sanitize()
+		}
+		sql += " FOR TABLE " + strings.Join(names, ", ")
+	}
+	if _, err := pool.Exec(ctx, sql); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
+			return nil
+		}
+		return fmt.Errorf("create publication %s: %w", s.cfg.Publication, err)
+	}
+	s.log.Info("created publication", "publication", s.cfg.Publication, "tables", len(s.cfg.Tables))
+	return nil
+}
+
+// ensureTopic creates a compacted raw topic once.
+func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int32) error {
+	if _, ok := s.topics.Load(topic); ok {
+		return nil
+	}
+	cleanup := "compact"
+	resp, err := s.admin.CreateTopic(ctx, partitions, int16(s.cfg.ReplicationFactor), map[string]*string{"cleanup.policy": &cleanup}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	s.topics.Store(topic, struct{}{})
+	return nil
+}
+
+// produce hands one record to the producer; m is acked when Kafka has it.
+// It blocks when MaxInFlight records are unacknowledged (backpressure).
+func (s *Streamer) produce(ctx context.Context, rec record, m *txnMark, lsn uint64) {
+	m.add()
+	kr := &kgo.Record{Topic: rec.topic, Key: rec.key, Value: rec.value, Headers: []kgo.RecordHeader{
+		{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(lsn))},
+		{Key: wire.HeaderOp, Value: []byte(rec.op)},
+	}}
+	started := time.Now()
+	s.kafka.Produce(ctx, kr, func(r *kgo.Record, err error) {
+		if err != nil {
+			s.produceFailed(r, err, m)
+			return
+		}
+		s.met.produceLatency.Observe(time.Since(started).Seconds())
+		s.met.bytes.Add(float64(len(r.Key) + len(r.Value)))
+		m.ack()
+	})
+}
+
+// produceFailed handles a record Kafka refused. A record that can never be
+// written (too large) goes to the dead-letter topic and is counted; any other
+// failure stops the session without acking, so the slot is not confirmed
+// past it and the change is re-streamed after restart.
+func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.InvalidRecord) {
+		dlq := &kgo.Record{Topic: s.cfg.TopicPrefix + ".dlq", Key: r.Key, Value: deadLetter(r, err), Headers: r.Headers}
+		s.kafka.Produce(context.Background(), dlq, func(_ *kgo.Record, derr error) {
+			if derr != nil {
+				s.setFatal(fmt.Errorf("topic %s: %w; and the dead-letter topic refused it too: %v", r.Topic, err, derr))
+				return
+			}
+			s.met.dlq.Inc()
+			s.log.Error("raw event refused by Kafka; written to the dead-letter topic", "topic", r.Topic, "err", err)
+			m.ack()
+		})
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	s.setFatal(fmt.Errorf("produce to %s: %w", r.Topic, err))
+}
+
+func deadLetter(r *kgo.Record, err error) []byte {
+	b := []byte(`{"stage":"stream","topic":`)
+	b = appendJSONString(b, []byte(r.Topic))
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, []byte(err.Error()))
+	b = append(b, `,"key":`...)
+	b = append(b, r.Key...)
+	b = append(b, `,"value_bytes":`...)
+	b = fmt.Appendf(b, "%d}", len(r.Value))
+	return b
+}
+
+func (s *Streamer) setFatal(err error) { s.fatal.CompareAndSwap(nil, &err) }
+
+func (s *Streamer) fatalErr() error {
+	if p := s.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
