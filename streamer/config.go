@@ -37,7 +37,7 @@ type Config struct {
 	StatusInterval time.Duration
 	// HeartbeatInterval: when no WAL arrived for this long, the streamer writes a
 	// tiny non-transactional logical message so an idle slot keeps advancing.
-	// 0 disables. Default: 10s.
+	// A negative value disables it. Default: 10s.
 	HeartbeatInterval time.Duration
 	// MaxInFlight bounds records produced but not yet acknowledged. Default: 10000.
 	MaxInFlight int

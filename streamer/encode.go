@@ -1,6 +1,8 @@
 package streamer
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -121,15 +123,15 @@ func encBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-func encValue(dst []byte, m map[uint32]*TypeInfo, oid uint32, s []byte, depth int) ([]byte, error) {
-	ti := m[oid]
+func encValue(dst []byte, m *encTypeMap, oid uint32, s []byte, depth int) ([]byte, error) {
+	ti := m.get(oid)
 	if ti == nil {
 		return encString(dst, s), nil
 	}
 	return encTyped(dst, m, ti, s, depth)
 }
 
-func encTyped(dst []byte, m map[uint32]*TypeInfo, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encTyped(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
 	switch ti.Kind {
 	case KindNumber:
 		return encNumber(dst, s), nil
@@ -175,16 +177,37 @@ var encSafe = func() (t [256]bool) {
 
 const encHex = "0123456789abcdef"
 
+// encSafePrefix returns the length of the longest prefix of s that
+// escape_json copies as it is and that is ASCII, eight bytes at a time.
+func encSafePrefix(s []byte) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		q := x ^ (lo * '"')
+		b := x ^ (lo * '\\')
+		// High bit of a byte set if it is ≥ 0x80, < 0x20, '"' or '\\'
+		// (borrows can only flag bytes after a flagged one).
+		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(b-lo)&^b)&hi != 0 {
+			break
+		}
+	}
+	for i < len(s) && encSafe[s[i]] {
+		i++
+	}
+	return i
+}
+
 // encString appends s as a JSON string escaped like escape_json.
 func encString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if encSafe[c] {
-			i++
-			continue
+	for i := 0; ; {
+		i += encSafePrefix(s[i:])
+		if i >= len(s) {
+			break
 		}
+		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRune(s[i:])
 			if r != utf8.RuneError || size > 1 {
@@ -348,19 +371,8 @@ func encNumeric(dst, s []byte) ([]byte, bool) {
 // as ±HH:MM or ±HH:MM:SS. Text it does not recognize (infinity, -infinity)
 // is written as a string.
 func encTimestamp(dst, s []byte, tz bool) []byte {
-	sp := -1
-	for i, c := range s {
-		switch {
-		case c == ' ':
-			if sp < 0 {
-				sp = i
-			}
-		case encIsDigit(c), c == '-', c == ':', c == '.', c == '+', c == 'B', c == 'C':
-		default:
-			return encString(dst, s)
-		}
-	}
-	if sp < 0 {
+	sp := bytes.IndexByte(s, ' ')
+	if sp < 0 || encSafePrefix(s) != len(s) {
 		return encString(dst, s)
 	}
 	dst = append(dst, '"')
@@ -416,7 +428,7 @@ func encTruncate(s []byte) string {
 // elements separated by the element type's delimiter; quoted elements use
 // backslash escapes; an unquoted NULL is null.
 type encArrayParser struct {
-	m       map[uint32]*TypeInfo
+	m       *encTypeMap
 	elem    *TypeInfo // nil: strings
 	delim   byte
 	depth   int
@@ -424,11 +436,11 @@ type encArrayParser struct {
 	scratch []byte // unescaped element
 }
 
-func encArray(dst []byte, m map[uint32]*TypeInfo, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encArray(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
 	if depth > encMaxDepth {
 		return dst, errEncDepth
 	}
-	p := encArrayParser{m: m, elem: m[ti.Elem], delim: ti.Delim, depth: depth, s: s}
+	p := encArrayParser{m: m, elem: m.get(ti.Elem), delim: ti.Delim, depth: depth, s: s}
 	if p.delim == 0 {
 		p.delim = ','
 	}
@@ -592,7 +604,7 @@ type encField struct {
 // encComposite reads a record_out literal (record_in's grammar): fields
 // between parentheses separated by commas; an empty unquoted field is null;
 // inside a field, "..." quotes (with "" for a quote) and backslash escapes.
-func encComposite(dst []byte, m map[uint32]*TypeInfo, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encComposite(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
 	if depth > encMaxDepth {
 		return dst, errEncDepth
 	}
@@ -674,7 +686,7 @@ func encComposite(dst []byte, m map[uint32]*TypeInfo, ti *TypeInfo, s []byte, de
 
 // encVector reads int2vector_out / oidvector_out: elements separated by
 // spaces.
-func encVector(dst []byte, m map[uint32]*TypeInfo, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encVector(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
 	dst = append(dst, '[')
 	n := 0
 	for i := 0; i < len(s); {

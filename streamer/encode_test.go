@@ -380,3 +380,21 @@ func FuzzEncodeValue(f *testing.F) {
 		}
 	})
 }
+
+// encSafePrefix checks eight bytes at a time; every byte value at every
+// position of a word must stop it exactly where the byte loop would.
+func TestEncSafePrefix(t *testing.T) {
+	for p := range 24 {
+		for c := range 256 {
+			s := []byte(strings.Repeat("a", 24))
+			s[p] = byte(c)
+			want := 24
+			if !encSafe[c] {
+				want = p
+			}
+			if got := encSafePrefix(s); got != want {
+				t.Fatalf("byte %#x at %d: encSafePrefix = %d, want %d", c, p, got, want)
+			}
+		}
+	}
+}

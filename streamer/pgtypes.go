@@ -89,8 +89,27 @@ type encKey struct {
 // Types is a cache of TypeInfo by OID. It is safe for concurrent use: Get
 // and the Encode methods never block, Load serializes with other Loads.
 type Types struct {
-	mu sync.Mutex                           // serializes writers
-	m  atomic.Pointer[map[uint32]*TypeInfo] // copy-on-write, never modified once stored
+	mu sync.Mutex                 // serializes writers
+	m  atomic.Pointer[encTypeMap] // copy-on-write, never modified once stored
+}
+
+// encTypeMap is one immutable version of the cache. Built-in types are also
+// indexed by OID in low, which is cheaper than the map on the hot path.
+type encTypeMap struct {
+	low []*TypeInfo
+	all map[uint32]*TypeInfo
+}
+
+func (m *encTypeMap) get(oid uint32) *TypeInfo {
+	if m == nil {
+		return nil
+	}
+	if oid < uint32(len(m.low)) {
+		if ti := m.low[oid]; ti != nil {
+			return ti
+		}
+	}
+	return m.all[oid]
 }
 
 // Querier runs a query. *pgx.Conn and *pgxpool.Pool satisfy it.
@@ -102,32 +121,29 @@ type Querier interface {
 // arrays). It does no I/O; user-defined types (enums, domains, composites
 // and their arrays) are added by Load.
 func NewTypes() *Types {
-	m := make(map[uint32]*TypeInfo, 2*len(encBuiltins))
+	infos := make([]*TypeInfo, 0, 2*len(encBuiltins))
 	for _, b := range encBuiltins {
-		m[b.oid] = &TypeInfo{OID: b.oid, Name: b.name, Kind: b.kind, Elem: b.elem, Delim: ','}
 		delim := byte(',')
 		if b.oid == 603 { // box: its text form contains commas
 			delim = ';'
 		}
-		m[b.array] = &TypeInfo{OID: b.array, Name: b.name + "[]", Kind: KindArray, Elem: b.oid, Delim: delim}
+		infos = append(infos,
+			&TypeInfo{OID: b.oid, Name: b.name, Kind: b.kind, Elem: b.elem, Delim: ','},
+			&TypeInfo{OID: b.array, Name: b.name + "[]", Kind: KindArray, Elem: b.oid, Delim: delim})
 	}
 	t := &Types{}
-	t.m.Store(&m)
+	t.putLocked(infos)
 	return t
 }
 
-// snapshot returns the current map; a zero Types is empty.
-func (t *Types) snapshot() map[uint32]*TypeInfo {
-	if p := t.m.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+// snapshot returns the current version of the cache; nil (empty) for a
+// zero Types.
+func (t *Types) snapshot() *encTypeMap { return t.m.Load() }
 
 // Get returns the cached description of oid.
 func (t *Types) Get(oid uint32) (*TypeInfo, bool) {
-	ti, ok := t.snapshot()[oid]
-	return ti, ok
+	ti := t.snapshot().get(oid)
+	return ti, ti != nil
 }
 
 // put caches infos, replacing any with the same OID.
@@ -138,17 +154,33 @@ func (t *Types) put(infos ...*TypeInfo) {
 }
 
 func (t *Types) putLocked(infos []*TypeInfo) {
-	old := t.snapshot()
-	m := make(map[uint32]*TypeInfo, len(old)+len(infos))
-	for k, v := range old {
-		m[k] = v
+	m := &encTypeMap{all: map[uint32]*TypeInfo{}}
+	if old := t.snapshot(); old != nil {
+		m.low = old.low
+		m.all = make(map[uint32]*TypeInfo, len(old.all)+len(infos))
+		for k, v := range old.all {
+			m.all[k] = v
+		}
 	}
+	copied := false
 	for _, ti := range infos {
 		ti.keys = encSortKeys(ti.Fields)
-		m[ti.OID] = ti
+		m.all[ti.OID] = ti
+		if ti.OID >= encLowOIDs {
+			continue
+		}
+		if !copied { // low is shared with older versions: copy on write
+			low := make([]*TypeInfo, encLowOIDs)
+			copy(low, m.low)
+			m.low, copied = low, true
+		}
+		m.low[ti.OID] = ti
 	}
-	t.m.Store(&m)
+	t.m.Store(m)
 }
+
+// encLowOIDs bounds the OIDs also indexed by slice; built-in types are below.
+const encLowOIDs = 8192
 
 // encSortKeys orders composite fields as jsonb orders object keys.
 func encSortKeys(fields []Field) []encKey {
@@ -270,13 +302,13 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 }
 
 // encMissing returns the distinct OIDs that are neither cached nor fetched.
-func encMissing(oids []uint32, cur map[uint32]*TypeInfo, got map[uint32]*encLoaded) []uint32 {
+func encMissing(oids []uint32, cur *encTypeMap, got map[uint32]*encLoaded) []uint32 {
 	var out []uint32
 	for _, oid := range oids {
 		if oid == 0 {
 			continue
 		}
-		if _, ok := cur[oid]; ok {
+		if cur.get(oid) != nil {
 			continue
 		}
 		if _, ok := got[oid]; ok {
@@ -290,9 +322,9 @@ func encMissing(oids []uint32, cur map[uint32]*TypeInfo, got map[uint32]*encLoad
 }
 
 // encResolveDomain follows a chain of domains to the base type.
-func encResolveDomain(oid uint32, cur map[uint32]*TypeInfo, got map[uint32]*encLoaded) *TypeInfo {
+func encResolveDomain(oid uint32, cur *encTypeMap, got map[uint32]*encLoaded) *TypeInfo {
 	for range 100 { // domains cannot be cyclic; the bound only guards the loop
-		if ti, ok := cur[oid]; ok {
+		if ti := cur.get(oid); ti != nil {
 			return ti
 		}
 		l := got[oid]

@@ -78,8 +78,19 @@ type rawRecord struct {
 	Hdr   map[string]string
 }
 
-// readTopic reads every record currently in topic.
-func (e *env) readTopic(topic string) []rawRecord {
+// readTopicRaw returns the values of every record currently in topic.
+func (e *env) readTopicRaw(topic string) [][]byte {
+	var out [][]byte
+	for _, r := range e.fetch(topic, false) {
+		out = append(out, r.Raw)
+	}
+	return out
+}
+
+// readTopic reads every record currently in topic, decoding change events.
+func (e *env) readTopic(topic string) []rawRecord { return e.fetch(topic, true) }
+
+func (e *env) fetch(topic string, decode bool) []rawRecord {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,7 +134,7 @@ func (e *env) readTopic(topic string) []rawRecord {
 			for _, h := range r.Headers {
 				rr.Hdr[h.Key] = string(h.Value)
 			}
-			if r.Value != nil {
+			if r.Value != nil && decode {
 				rr.Value = new(wire.Change)
 				if err := json.Unmarshal(r.Value, rr.Value); err != nil {
 					e.t.Fatalf("record %s of %s is not a change event: %v: %s", r.Key, topic, err, r.Value)
