@@ -242,7 +242,7 @@ func (b *binder) join(n *Node, s *relSpec, parent *Node) bool {
 			}
 		}
 		n.unique = ct.isUnique(n.ChildColumns)
-		return b.types(s.refAt, "references", pt, n.ParentColumns, ct, n.ChildColumns)
+		return b.types(s.refAt, "references", ct, n.ChildColumns, pt, n.ParentColumns)
 	case s.through != nil:
 		n.Kind = ManyToMany
 		th := s.through
@@ -293,7 +293,8 @@ func (b *binder) keyLen(at pos, what string, cols []string, target *Table, key [
 	return true
 }
 
-// types checks that each pair of join columns can be compared.
+// types checks that each pair of join columns can be compared: the
+// referenced key ca of ta with the referencing columns cb of tb.
 func (b *binder) types(at pos, what string, ta *Table, ca []string, tb *Table, cb []string) bool {
 	ok := true
 	for i := range ca {
@@ -304,8 +305,10 @@ func (b *binder) types(at pos, what string, ta *Table, ca []string, tb *Table, c
 			continue
 		}
 		if !comparable(x, y) {
-			b.add(at.errorf("%s: %s.%s (%s) cannot be joined with %s.%s (%s): the types differ; change one column's type or fix the mapping",
-				what, tb.Name, y.Name, y.Type, ta.Name, x.Name, x.Type))
+			e := at.errorf("%s: %s.%s (%s) cannot be joined with %s.%s (%s): the types differ; change one column's type or fix the mapping",
+				what, tb.Name, y.Name, y.Type, ta.Name, x.Name, x.Type)
+			e.Fix = fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s USING %s::%s;", tb.Name.Sanitize(), ident(y.Name), x.Type, ident(y.Name), x.Type)
+			b.add(e)
 			ok = false
 		}
 	}

@@ -330,8 +330,8 @@ func (c *Catalog) sort() {
 	c.byName = nil
 }
 
-func each(ctx context.Context, db Querier, sql string, f func(pgx.Rows) error) error {
-	rows, err := db.Query(ctx, sql)
+func each(ctx context.Context, db Querier, sql string, f func(pgx.Rows) error, args ...any) error {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("mappings: reading the catalog: %w", err)
 	}

@@ -15,6 +15,9 @@ type Error struct {
 	// aggregates.customer.relations.orders.
 	Path string
 	Msg  string
+	// Fix is SQL that fixes the database side of the problem, when there is
+	// one (a column type to change); `decant check` prints it. Not part of Error().
+	Fix string
 }
 
 func (e *Error) Error() string {

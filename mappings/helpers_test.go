@@ -125,6 +125,11 @@ func testCatalog(t testing.TB, spec string) *Catalog {
 				tb.Columns = append(tb.Columns, c)
 			}
 		}
+		for _, c := range tb.Columns {
+			if contains(tb.PrimaryKey, c.Name) {
+				c.NotNull = true
+			}
+		}
 		if len(tb.PrimaryKey) > 0 && !hasPrimaryIndex(tb) {
 			tb.Indexes = append(tb.Indexes, &Index{Name: tname + "_pkey", Columns: tb.PrimaryKey, Unique: true, Primary: true})
 		}
@@ -171,41 +176,13 @@ public.customer_tags: customer_id int ->public.customers.id; tag_id int ->public
 `
 
 // productExample is the mapping of PRODUCT.md §3, verbatim.
-const productExample = `# mappings/shop.yaml
-version: 1
-schema: public                  # default schema for tables in this file
-aggregates:
-  customer:                     # aggregate name: topic, refs, index alias default to it
-    table: customers
-    id: [id]                    # default: the table's primary key
-    columns: [id, name, email, created_at]   # default: all columns
-    rename: {created_at: signed_up_at}
-    relations:
-      orders:                   # one-to-many: orders.customer_id = customers.id
-        table: orders
-        foreign_key: customer_id
-        order_by: placed_at desc
-        relations:
-          lines:
-            table: order_lines
-            foreign_key: order_id
-            relations:
-              product:          # many-to-one: order_lines.product_id = products.id
-                table: products
-                references: product_id
-                columns: [id, sku, title]
-      address:                  # many-to-one, single object
-        table: addresses
-        references: address_id
-      tags:                     # many-to-many through a join table
-        table: tags
-        through: {table: customer_tags, foreign_key: customer_id, references: tag_id}
-        value: name             # scalar list ["vip","eu"] instead of objects
-    elasticsearch:
-      index: customers          # alias name; default: aggregate name
-      settings: {number_of_shards: 1}
-      mappings: {properties: {orders: {type: nested}}}
-`
+var productExample = func() string {
+	b, err := os.ReadFile(filepath.Join("testdata", "product_example.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func mustLoad(t testing.TB, files ...File) *Set {
 	t.Helper()

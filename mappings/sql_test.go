@@ -175,3 +175,13 @@ func TestRoutesAndBeforeImage(t *testing.T) {
 		t.Errorf("orders watch = %v", w)
 	}
 }
+
+func TestIndexMappingGolden(t *testing.T) {
+	m := mustBind(t, testCatalog(t, shopCatalog), productExample)
+	a := m.Aggregate("customer")
+	goldenJSON(t, "es/customer.json", map[string]any{"settings": a.IndexSettings(), "mappings": a.IndexMapping()})
+	types := testCatalog(t, `public.typed: id int8 pk; s int2; i int; n numeric; f real; d float8; b bool; dt date; ts ts; tz tstz; j jsonb; u uuid; by bytea; ta text[]; ia int[]; m mood; iv interval; v varchar`)
+	m = mustBind(t, types, "version: 1\naggregates:\n  typed:\n    table: typed\n    elasticsearch: {settings: {number_of_shards: 3, analysis: {}}, mappings: {dynamic: strict, properties: {v: {type: keyword}}}}\n")
+	a = m.Aggregate("typed")
+	goldenJSON(t, "es/typed.json", map[string]any{"settings": a.IndexSettings(), "mappings": a.IndexMapping()})
+}

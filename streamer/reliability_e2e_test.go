@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/wire"
 )
