@@ -50,6 +50,14 @@ demo: ## run the shop demo (servers + sample data + decant run)
 	@echo "make demo will run the whole pipeline on a sample shop database once 'decant run' exists (issue 6)."
 	@echo "Until then: 'make infra-up' starts the servers and 'make test' runs the tests."
 
+test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
+	DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+
+bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (servers must be up)
+	$(GO) test -run '^$$' -bench 'BenchmarkStreamVsRecvlogical' -benchtime=1x -timeout 60m ./streamer | grep -E 'BENCH|^ok|FAIL'
+
+bench: bench-stream ## every benchmark (servers must be up)
+
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m

@@ -103,6 +103,9 @@ type Log struct {
 
 // Streamer tunes the WAL → raw topics stage.
 type Streamer struct {
+	// SnapshotMode: initial (snapshot every published table when the slot is
+	// created) or never (changes only). Default: initial.
+	SnapshotMode string `yaml:"snapshot_mode"`
 	// SnapshotChunkRows is how many rows one snapshot query reads. Default: 10000.
 	SnapshotChunkRows int `yaml:"snapshot_chunk_rows"`
 	// StatusInterval is how often the slot position is confirmed. Default: 1s.
@@ -139,7 +142,7 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotChunkRows: 10000, StatusInterval: time.Second, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
+		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: time.Second, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
 		Resolver: Resolver{BatchSize: 500},
 		Indexer:  IndexerCf{BulkActions: 1000},
 	}
@@ -242,6 +245,9 @@ func (c *Config) validate() []error {
 	case "text", "json":
 	default:
 		bad("log.format", "%q: use text or json", c.Log.Format)
+	}
+	if c.Streamer.SnapshotMode != "initial" && c.Streamer.SnapshotMode != "never" {
+		bad("streamer.snapshot_mode", "%q: use initial or never", c.Streamer.SnapshotMode)
 	}
 	if c.Streamer.SnapshotChunkRows < 1 {
 		bad("streamer.snapshot_chunk_rows", "must be at least 1")

@@ -31,6 +31,10 @@ type Config struct {
 	ReplicationFactor int
 	// Kafka are the client options (brokers, TLS, SASL). Required: at least kgo.SeedBrokers.
 	Kafka []kgo.Opt
+	// SnapshotMode is "initial" (snapshot every published table when the slot
+	// is created) or "never" (stream changes only; an existing slot is adopted
+	// as it is). Default: initial.
+	SnapshotMode string
 	// SnapshotChunkRows bounds one snapshot read. Default: 10000.
 	SnapshotChunkRows int
 	// StatusInterval is how often the confirmed LSN is reported to the server. Default: 1s.
@@ -65,6 +69,9 @@ func (c *Config) defaults() {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
 	}
+	if c.SnapshotMode == "" {
+		c.SnapshotMode = "initial"
+	}
 	if c.SnapshotChunkRows == 0 {
 		c.SnapshotChunkRows = 10000
 	}
@@ -92,6 +99,9 @@ func (c *Config) validate() error {
 	}
 	if !slotNameOK(c.Slot) {
 		errs = append(errs, fmt.Errorf("streamer: slot name %q: use 1-63 lower-case letters, digits or _ (postgres.slot)", c.Slot))
+	}
+	if c.SnapshotMode != "initial" && c.SnapshotMode != "never" {
+		errs = append(errs, fmt.Errorf("streamer: snapshot mode %q: use initial or never (streamer.snapshot_mode)", c.SnapshotMode))
 	}
 	if len(c.Kafka) == 0 {
 		errs = append(errs, errors.New("streamer: Kafka client options are required (kafka.brokers)"))

@@ -202,7 +202,7 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	if st.exists && st.active {
 		return errSlotBusy
 	}
-	if st.exists {
+	if st.exists && s.cfg.SnapshotMode == "initial" {
 		done, err := s.snapshotDone(ctx)
 		if err != nil {
 			return err
@@ -220,8 +220,12 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	}
 	start := st.confirmed
 	if !st.exists {
+		action := "EXPORT_SNAPSHOT"
+		if s.cfg.SnapshotMode == "never" {
+			action = "NOEXPORT_SNAPSHOT"
+		}
 		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
-			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: action, Mode: pglogrepl.LogicalReplication})
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
@@ -235,14 +239,10 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 		}
 		start = uint64(cp)
 		s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName)
-		if err := s.markSnapshot(ctx, false, start); err != nil {
-			return err
-		}
-		if err := s.snapshot(ctx, pool, res.SnapshotName, start); err != nil {
-			return fmt.Errorf("initial snapshot: %w", err)
-		}
-		if err := s.markSnapshot(ctx, true, start); err != nil {
-			return err
+		if s.cfg.SnapshotMode == "initial" {
+			if err := s.initialSnapshot(ctx, pool, res.SnapshotName, start); err != nil {
+				return err
+			}
 		}
 	}
 	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
@@ -256,6 +256,17 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	}
 	s.log.Info("streaming", "from", wire.FormatLSN(start))
 	return s.stream(ctx, pool, repl, start)
+}
+
+// initialSnapshot brackets the snapshot with its markers (see snapshotMarker).
+func (s *Streamer) initialSnapshot(ctx context.Context, pool *pgxpool.Pool, name string, cp uint64) error {
+	if err := s.markSnapshot(ctx, false, cp); err != nil {
+		return err
+	}
+	if err := s.snapshot(ctx, pool, name, cp); err != nil {
+		return fmt.Errorf("initial snapshot: %w", err)
+	}
+	return s.markSnapshot(ctx, true, cp)
 }
 
 func isInUse(err error) bool {

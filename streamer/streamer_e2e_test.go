@@ -19,7 +19,7 @@ import (
 
 // env is one streamer test: a database, a topic prefix, a running streamer.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	pg     *e2etest.PG
 	k      *e2etest.KafkaEnv
 	cfg    Config
@@ -27,7 +27,7 @@ type env struct {
 	done   chan error
 }
 
-func newEnv(t *testing.T, setupSQL string) *env {
+func newEnv(t testing.TB, setupSQL string) *env {
 	pg := e2etest.Postgres(t)
 	k := e2etest.Kafka(t)
 	if setupSQL != "" {

@@ -1,0 +1,85 @@
+package streamer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkStreamVsRecvlogical is the streamer benchmark (make
+// bench-stream). It measures one fixed backlog per shape, whatever b.N. Two slots are created at the
+// same point; a WAL backlog is written (one large transaction of N rows, then
+// N/10 transactions of 10 rows); then pg_recvlogical drains one slot to
+// /dev/null (the decode ceiling) and the streamer drains the other into
+// Kafka. It prints rows/s of each and the ratio.
+func BenchmarkStreamVsRecvlogical(b *testing.B) {
+	rows := 1000000
+	if v := os.Getenv("DECANT_BENCH_ROWS"); v != "" {
+		fmt.Sscan(v, &rows)
+	}
+	for _, shape := range []string{"one large transaction", "small transactions"} {
+		b.Run(strings.ReplaceAll(shape, " ", "_"), func(t *testing.B) {
+			e := newEnv(t, `CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, total numeric(12,2), status text, placed_at timestamptz);
+				CREATE PUBLICATION decant FOR TABLE orders;`)
+			e.cfg.SnapshotMode = "never"
+			e.cfg.Partitions = 6
+			ctx := context.Background()
+			for _, slot := range []string{"bench_recv", e.cfg.Slot} {
+				e.pg.Exec(t, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot)
+			}
+			if shape == "one large transaction" {
+				e.pg.Exec(t, fmt.Sprintf(`INSERT INTO orders SELECT g, g %% 1000, g * 0.37, 'placed', '2026-11-30 10:00:00+00'::timestamptz + g * interval '1 second' FROM generate_series(1, %d) g`, rows))
+			} else {
+				e.pg.Exec(t, `CREATE PROCEDURE fill(n int) LANGUAGE plpgsql AS $$
+					BEGIN FOR i IN 0..n/10-1 LOOP
+						INSERT INTO orders SELECT g, g % 1000, g * 0.37, 'placed', '2026-11-30 10:00:00+00'::timestamptz + g * interval '1 second' FROM generate_series(i*10+1, i*10+10) g;
+						COMMIT;
+					END LOOP; END $$`)
+				e.pg.Exec(t, fmt.Sprintf("CALL fill(%d)", rows))
+			}
+			var end string
+			if err := e.pg.Pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
+				t.Fatal(err)
+			}
+
+			started := time.Now()
+			cmd := exec.Command("pg_recvlogical", "-d", e.pg.DSN, "--slot", "bench_recv", "--start",
+				"-o", "proto_version=1", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("pg_recvlogical: %v: %s", err, out)
+			}
+			recv := time.Since(started)
+
+			started = time.Now()
+			e.start()
+			e.waitCaughtUpTo(end, 10*time.Minute)
+			ours := time.Since(started)
+			e.stop()
+			rr, or := float64(rows)/recv.Seconds(), float64(rows)/ours.Seconds()
+			t.ReportMetric(or/rr, "ratio")
+			t.ReportMetric(or, "rows/s")
+			fmt.Printf("BENCH stream %-22s rows=%d pg_recvlogical=%.0f rows/s (%.2fs) decant=%.0f rows/s (%.2fs) ratio=%.2f\n",
+				shape, rows, rr, recv.Seconds(), or, ours.Seconds(), or/rr)
+		})
+	}
+}
+
+// waitCaughtUpTo waits until the slot has confirmed the LSN target.
+func (e *env) waitCaughtUpTo(target string, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var ok bool
+		err := e.pg.Pool.QueryRow(context.Background(),
+			"SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) FROM pg_replication_slots WHERE slot_name = $1", e.cfg.Slot, target).Scan(&ok)
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("slot %s did not confirm %s within %s", e.cfg.Slot, target, timeout)
+}
