@@ -52,7 +52,9 @@ func unavailable(t testing.TB, server string, err error) {
 	t.Skip(msg)
 }
 
-func needServers(t testing.TB) {
+// Integration marks a test that needs the real servers (or child processes
+// that do): it is skipped in -short mode, the unit phase of make test.
+func Integration(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs real servers; skipped in -short mode (the unit phase of make test)")
@@ -99,7 +101,7 @@ func truncate(s string, n int) string {
 // its replication slots) when the test ends.
 func Postgres(t testing.TB) *PG {
 	t.Helper()
-	needServers(t)
+	Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, PGAdminDSN())
@@ -153,7 +155,7 @@ type KafkaEnv struct {
 // Kafka returns a unique topic prefix; topics starting with it are deleted at cleanup.
 func Kafka(t testing.TB) *KafkaEnv {
 	t.Helper()
-	needServers(t)
+	Integration(t)
 	brokers := KafkaBrokers()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -196,7 +198,7 @@ type ESEnv struct {
 // Elasticsearch returns a unique index prefix; indexes starting with it are deleted at cleanup.
 func Elasticsearch(t testing.TB) *ESEnv {
 	t.Helper()
-	needServers(t)
+	Integration(t)
 	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{ESURL()}})
 	if err != nil {
 		t.Fatalf("Elasticsearch: %v", err)

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// idxES sends an Elasticsearch request and returns status and body.
+func idxES(t *testing.T, es *e2etest.ESEnv, req esapi.Request) (int, []byte) {
+	t.Helper()
+	res, err := req.Do(context.Background(), es.Client)
+	if err != nil {
+		t.Fatalf("%T: %v", req, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// idxGet returns a document's _version and _source, or found=false.
+func idxGet(t *testing.T, es *e2etest.ESEnv, index, id string) (version int64, source map[string]any, found bool) {
+	t.Helper()
+	code, body := idxES(t, es, esapi.GetRequest{Index: index, DocumentID: id})
+	if code == http.StatusNotFound {
+		return 0, nil, false
+	}
+	if code != http.StatusOK {
+		t.Fatalf("GET %s/%s: %d %s", index, id, code, body)
+	}
+	var r struct {
+		Version int64          `json:"_version"`
+		Source  map[string]any `json:"_source"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Version, r.Source, true
+}
+
+// idxSpecStrict is a strict mapping: unknown fields and wrong types are refused.
+func idxSpecStrict(es *e2etest.ESEnv, name string) indexer.IndexSpec {
+	return indexer.IndexSpec{Aggregate: name, Alias: es.Prefix + "-" + name, ZeroReplicas: true,
+		Settings: map[string]any{"number_of_shards": 1},
+		Mappings: map[string]any{"dynamic": "strict", "properties": map[string]any{
+			"name": map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword"}}},
+			"n":    map[string]any{"type": "long"},
+		}}}
+}
+
+func idxESSink(t *testing.T, es *e2etest.ESEnv, k *e2etest.KafkaEnv, specs ...indexer.IndexSpec) *indexer.ESSink {
+	t.Helper()
+	aliases := map[string]string{}
+	for _, s := range specs {
+		if _, err := indexer.EnsureIndex(e2etest.Ctx(t), es.Client, s); err != nil {
+			t.Fatal(err)
+		}
+		aliases[s.Aggregate] = s.Alias
+	}
+	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: aliases, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
+		TopicPrefix: k.Prefix, Partitions: 1, RetryBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		RecheckInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func idxWrite(t *testing.T, s *indexer.ESSink, docs ...wire.Document) {
+	t.Helper()
+	if err := s.Write(e2etest.Ctx(t), docs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestESSinkVersions: the newest version wins whatever the arrival order;
+// older writes succeed (409 counted) and leave the newer document; a
+// duplicate (same version: the same build, so the same document) is simply
+// written again (external_gte); deletes carry the version too.
+func TestESSinkVersions(t *testing.T) {
+	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	spec := idxSpecStrict(es, "customer")
+	s := idxESSink(t, es, k, spec)
+
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 10, `{"name":"v10"}`))
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 20, `{"name":"v20"}`))
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 15, `{"name":"late v15"}`), idxDoc("customer", `{"id":7}`, 20, `{"name":"v20"}`))
+	if v, src, _ := idxGet(t, es, spec.Alias, "7"); v != 20 || src["name"] != "v20" {
+		t.Errorf("after a late and a duplicate build: version %d %v, want 20 v20", v, src)
+	}
+	if st := s.Stats(); st.Written != 3 || st.Conflicts != 1 {
+		t.Errorf("stats = %+v, want 3 written (v10, v20 and its duplicate), 1 conflict", st)
+	}
+
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 12, "")) // a stale delete
+	if v, _, found := idxGet(t, es, spec.Alias, "7"); !found || v != 20 {
+		t.Errorf("a delete older than the document removed it (found %v, version %d)", found, v)
+	}
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 30, ""), idxDoc("customer", `{"id":8}`, 30, "")) // 8 never existed: 404 is success
+	if _, _, found := idxGet(t, es, spec.Alias, "7"); found {
+		t.Error("a newer delete left the document")
+	}
+	idxWrite(t, s, idxDoc("customer", `{"id":7}`, 25, `{"name":"resurrected v25"}`))
+	if _, src, found := idxGet(t, es, spec.Alias, "7"); found {
+		t.Errorf("a build older than the delete resurrected the document: %v", src)
+	}
+	if st := s.Stats(); st.Deleted != 2 || st.Conflicts != 3 || st.DeadLettered != 0 {
+		t.Errorf("stats = %+v, want 2 deleted, 3 conflicts", st)
+	}
+}
+
+// TestESSinkCompositeIDs: _id is the text of a single id value, the JSON
+// array of the values of a composite id.
+func TestESSinkCompositeIDs(t *testing.T) {
+	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	line, sku := idxSpecStrict(es, "line"), idxSpecStrict(es, "sku")
+	s := idxESSink(t, es, k, line, sku)
+	idxWrite(t, s,
+		idxDoc("line", `{"order_id":7,"line_no":2}`, 5, `{"n":2}`),
+		idxDoc("line", `{"order_id":7,"line_no":3}`, 5, `{"n":3}`),
+		idxDoc("sku", `{"code":"A-1 é"}`, 5, `{"n":1}`))
+	for _, c := range []struct{ index, id string }{{line.Alias, "[7,2]"}, {line.Alias, "[7,3]"}, {sku.Alias, "A-1 é"}} {
+		if _, _, found := idxGet(t, es, c.index, c.id); !found {
+			t.Errorf("%s has no document with _id %q", c.index, c.id)
+		}
+	}
+	idxWrite(t, s, idxDoc("line", `{"order_id":7,"line_no":2}`, 6, ""))
+	if _, _, found := idxGet(t, es, line.Alias, "[7,2]"); found {
+		t.Error("delete by composite id left the document")
+	}
+}
+
+// TestESSinkDeadLetters (issue 5 acceptance 6): documents Elasticsearch
+// refuses land in the DLQ with their reason while the others of the same
+// batch are indexed.
+func TestESSinkDeadLetters(t *testing.T) {
+	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	spec := idxSpecStrict(es, "customer")
+	s := idxESSink(t, es, k, spec)
+	ctx := e2etest.Ctx(t)
+	err := s.Write(ctx, []wire.Document{
+		idxDoc("customer", `{"id":1}`, 10, `{"name":"ok one","n":1}`),
+		idxDoc("customer", `{"id":2}`, 10, `{"name":"bad type","n":"not a number"}`),
+		idxDoc("customer", `{"id":3}`, 10, `{"name":"unknown field","color":"red"}`),
+		idxDoc("customer", `{"id":4}`, 10, `{"name":"ok two","n":4}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx, "customer"); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"1": true, "2": false, "3": false, "4": true} {
+		if _, _, found := idxGet(t, es, spec.Alias, id); found != want {
+			t.Errorf("document %s indexed = %v, want %v", id, found, want)
+		}
+	}
+	recs := idxConsume(t, k, k.Prefix+".dlq", 2)
+	reasons := map[string]string{}
+	for _, r := range recs {
+		var l struct {
+			Stage, Sink, Aggregate, Index, Reason string
+			ID                                    json.RawMessage
+			Version                               uint64
+			Status                                int
+		}
+		if err := json.Unmarshal(r.Value, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Stage != "index" || l.Sink != "elasticsearch" || l.Aggregate != "customer" || l.Version != 10 || l.Status != 400 ||
+			l.Index != spec.Alias || !bytes.Equal(l.ID, r.Key) {
+			t.Errorf("dead letter %s → %s", r.Key, r.Value)
+		}
+		reasons[string(r.Key)] = l.Reason
+	}
+	if !strings.Contains(reasons[`{"id":2}`], "mapper_parsing_exception") {
+		t.Errorf("reason for id 2 = %q, want a mapper_parsing_exception", reasons[`{"id":2}`])
+	}
+	if !strings.Contains(reasons[`{"id":3}`], "strict_dynamic_mapping_exception") {
+		t.Errorf("reason for id 3 = %q, want a strict_dynamic_mapping_exception", reasons[`{"id":3}`])
+	}
+	if st := s.Stats(); st.Written != 2 || st.DeadLettered != 2 {
+		t.Errorf("stats = %+v, want 2 written, 2 dead-lettered", st)
+	}
+}
+
+// TestESSinkRetriesReadOnlyIndex: a read-only index (disk flood stage, an
+// operator's block) is an operational problem: Write retries with backoff
+// and succeeds once the block is lifted; nothing goes to the DLQ.
+func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
+	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	spec := idxSpecStrict(es, "customer")
+	s := idxESSink(t, es, k, spec)
+	block := func(on bool) {
+		code, body := idxES(t, es, esapi.IndicesPutSettingsRequest{Index: []string{spec.IndexName()},
+			Body: strings.NewReader(fmt.Sprintf(`{"index.blocks.read_only":%v}`, on))})
+		if code != http.StatusOK {
+			t.Fatalf("set read_only=%v: %d %s", on, code, body)
+		}
+	}
+	block(true)
+	t.Cleanup(func() { block(false) })
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Write(e2etest.Ctx(t), []wire.Document{idxDoc("customer", `{"id":1}`, 10, `{"name":"x"}`)})
+	}()
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Write returned %v while the index was read-only; want it to keep retrying", err)
+	default:
+	}
+	block(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found := idxGet(t, es, spec.Alias, "1"); !found {
+		t.Error("document not indexed after the block was lifted")
+	}
+	if st := s.Stats(); st.Retries == 0 || st.DeadLettered != 0 || st.Written != 1 {
+		t.Errorf("stats = %+v, want retries, 1 written, no dead letters", st)
+	}
+}
+
+// TestESSinkMissingAlias: writing to an aggregate whose alias does not
+// exist fails (the batch is retried) instead of letting Elasticsearch
+// auto-create an index under the alias's name.
+func TestESSinkMissingAlias(t *testing.T) {
+	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	s := idxESSink(t, es, k)
+	err := s.Write(e2etest.Ctx(t), []wire.Document{idxDoc(es.Prefix+"-nothing", `{"id":1}`, 10, "")})
+	if err == nil || !strings.Contains(err.Error(), "alias does not exist") {
+		t.Fatalf("Write = %v, want an alias-missing error", err)
+	}
+	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{es.Prefix + "-nothing"}}); code != http.StatusNotFound {
+		t.Errorf("an index named like the missing alias was created (HEAD status %d)", code)
+	}
+}
+
+// TestEnsureIndex: creates <alias>_<hash> behind the alias once, is
+// idempotent, and reports a mapping change instead of applying it.
+func TestEnsureIndex(t *testing.T) {
+	es := e2etest.Elasticsearch(t)
+	ctx := e2etest.Ctx(t)
+	spec := idxSpecStrict(es, "customer")
+	for range 2 {
+		got, err := indexer.EnsureIndex(ctx, es.Client, spec)
+		if err != nil || got != spec.IndexName() {
+			t.Fatalf("EnsureIndex = %q, %v; want %q", got, err, spec.IndexName())
+		}
+	}
+	code, body := idxES(t, es, esapi.IndicesGetSettingsRequest{Index: []string{spec.Alias}, Name: []string{"index.number_of_replicas"}})
+	if code != http.StatusOK || !strings.Contains(string(body), `"number_of_replicas":"0"`) {
+		t.Errorf("settings: %d %s, want number_of_replicas 0", code, body)
+	}
+	changed := spec
+	changed.Mappings = map[string]any{"properties": map[string]any{"name": map[string]any{"type": "keyword"}}}
+	_, err := indexer.EnsureIndex(ctx, es.Client, changed)
+	var mc *indexer.MappingChangedError
+	if !errors.As(err, &mc) || !strings.Contains(err.Error(), "decant backfill customer --reindex") {
+		t.Fatalf("EnsureIndex with changed mappings = %v, want a MappingChangedError naming the reindex command", err)
+	}
+	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{changed.IndexName()}}); code != http.StatusNotFound {
+		t.Error("EnsureIndex created the new index: a mapping change must wait for a reindex")
+	}
+}

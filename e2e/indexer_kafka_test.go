@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// idxDoc is a test document: doc nil means deleted.
+func idxDoc(agg, id string, version uint64, doc string) wire.Document {
+	d := wire.Document{Aggregate: agg, ID: json.RawMessage(id), Version: version, LSN: wire.FormatLSN(version)}
+	if doc == "" {
+		d.Deleted = true
+	} else {
+		d.Doc = json.RawMessage(doc)
+	}
+	return d
+}
+
+// idxConsume reads topic from the start until it holds n records, in
+// partition order per partition.
+func idxConsume(t *testing.T, k *e2etest.KafkaEnv, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s: got %d records, want %d", topic, len(got), n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch %s: %v", topic, err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+	}
+	if len(got) > n {
+		t.Fatalf("topic %s: got %d records, want %d", topic, len(got), n)
+	}
+	return got
+}
+
+func idxKafkaSink(t *testing.T, k *e2etest.KafkaEnv) *indexer.KafkaSink {
+	t.Helper()
+	s, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestKafkaSinkEnvelopeAndTombstone checks the aggregate topic format
+// (PRODUCT.md §5): key = the id object as given, value = the envelope, a
+// tombstone after a deleted document, a compacted topic.
+func TestKafkaSinkEnvelopeAndTombstone(t *testing.T) {
+	k := e2etest.Kafka(t)
+	ctx := e2etest.Ctx(t)
+	s := idxKafkaSink(t, k)
+	err := s.Write(ctx, []wire.Document{
+		idxDoc("customer", `{"id":7}`, 23803720, `{"id":7,"name":"Ann","orders":[{"id":1,"total":19.90}]}`),
+		idxDoc("customer", `{"id":7}`, 23803721, ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := k.Prefix + ".agg.customer"
+	recs := idxConsume(t, k, topic, 3)
+	want := []struct{ key, value string }{
+		{`{"id":7}`, `{"aggregate":"customer","id":{"id":7},"version":23803720,"lsn":"0/16B3748","deleted":false,"doc":{"id":7,"name":"Ann","orders":[{"id":1,"total":19.90}]}}`},
+		{`{"id":7}`, `{"aggregate":"customer","id":{"id":7},"version":23803721,"lsn":"0/16B3749","deleted":true,"doc":null}`},
+		{`{"id":7}`, ""},
+	}
+	for i, r := range recs {
+		if string(r.Key) != want[i].key || string(r.Value) != want[i].value {
+			t.Errorf("record %d = %s → %s, want %s → %s", i, r.Key, r.Value, want[i].key, want[i].value)
+		}
+	}
+	if recs[2].Value != nil {
+		t.Errorf("the record after a deleted document must be a tombstone (null value), got %q", recs[2].Value)
+	}
+	cfgs, err := k.Admin.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "compact") {
+			t.Errorf("%s cleanup.policy = %v, want compact", topic, c.MaybeValue())
+		}
+	}
+	if st := s.Stats(); st.Written != 1 || st.Deleted != 1 {
+		t.Errorf("stats = %+v, want 1 written and 1 deleted", st)
+	}
+}
+
+// TestKafkaSinkVersionsNeverDecrease writes many versions of a few keys
+// from concurrent writers (each key owned by one writer, as refs
+// partitions guarantee), mixed with stale replays, and checks that per key
+// the versions in the topic never decrease.
+func TestKafkaSinkVersionsNeverDecrease(t *testing.T) {
+	k := e2etest.Kafka(t)
+	ctx := e2etest.Ctx(t)
+	s := idxKafkaSink(t, k)
+	const writers, keysPerWriter, rounds = 4, 5, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				var batch []wire.Document
+				for i := range keysPerWriter {
+					id := fmt.Sprintf(`{"id":%d}`, w*100+i)
+					v := uint64(1000 + r*10)
+					batch = append(batch, idxDoc("item", id, v, fmt.Sprintf(`{"round":%d}`, r)))
+					if r > 2 {
+						batch = append(batch, idxDoc("item", id, v-25, `{"stale":true}`)) // a replayed older build
+					}
+				}
+				if err := s.Write(ctx, batch); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := writers * keysPerWriter * rounds
+	recs := idxConsume(t, k, k.Prefix+".agg.item", n)
+	last := map[string]uint64{}
+	for _, r := range recs {
+		var d wire.Document
+		if err := json.Unmarshal(r.Value, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Version < last[string(r.Key)] {
+			t.Errorf("key %s: version %d after %d", r.Key, d.Version, last[string(r.Key)])
+		}
+		last[string(r.Key)] = d.Version
+		if strings.Contains(string(d.Doc), "stale") {
+			t.Errorf("key %s: a stale build reached the topic: %s", r.Key, r.Value)
+		}
+	}
+	if st := s.Stats(); st.Conflicts != int64(writers*keysPerWriter*(rounds-3)) {
+		t.Errorf("conflicts = %d, want %d", st.Conflicts, writers*keysPerWriter*(rounds-3))
+	}
+}
+
+// TestKafkaSinkTooLargeGoesToDLQ: a document Kafka can never take is
+// dead-lettered with its reason and the rest of the batch is written.
+func TestKafkaSinkTooLargeGoesToDLQ(t *testing.T) {
+	k := e2etest.Kafka(t)
+	ctx := e2etest.Ctx(t)
+	s := idxKafkaSink(t, k)
+	big := `{"blob":"` + strings.Repeat("x", 2<<20) + `"}`
+	if err := s.Write(ctx, []wire.Document{idxDoc("blob", `{"id":1}`, 10, big), idxDoc("blob", `{"id":2}`, 10, `{"ok":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	recs := idxConsume(t, k, k.Prefix+".agg.blob", 1)
+	if string(recs[0].Key) != `{"id":2}` {
+		t.Errorf("aggregate topic holds %s, want only id 2", recs[0].Key)
+	}
+	dlq := idxConsume(t, k, k.Prefix+".dlq", 1)
+	var l map[string]any
+	if err := json.Unmarshal(dlq[0].Value, &l); err != nil {
+		t.Fatal(err)
+	}
+	if string(dlq[0].Key) != `{"id":1}` || l["stage"] != "index" || l["sink"] != "kafka" || l["aggregate"] != "blob" ||
+		l["version"] != float64(10) || !strings.Contains(fmt.Sprint(l["reason"]), "MESSAGE_TOO_LARGE") {
+		t.Errorf("dead letter %s → %s", dlq[0].Key, dlq[0].Value)
+	}
+	if st := s.Stats(); st.DeadLettered != 1 || st.Written != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}

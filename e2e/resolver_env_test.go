@@ -1,0 +1,470 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/streamer"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// resEnv is one resolver pipeline under test: a database, a topic prefix,
+// an index prefix, a streamer, map and build stages, and the real indexer
+// sinks behind a version checker.
+type resEnv struct {
+	t      *testing.T
+	pg     *e2etest.PG
+	k      *e2etest.KafkaEnv
+	es     *e2etest.ESEnv
+	model  *mappings.Model
+	pool   *pgxpool.Pool
+	slot   string
+	cfg    resolver.Config
+	kafka  *indexer.KafkaSink
+	search *indexer.ESSink
+	check  *resVersionCheck
+	sink   resolver.Sink
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*resProc
+}
+
+// resProc is one running stage.
+type resProc struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// newResEnv creates the schema, binds mappingYAML (whose aggregates must
+// set elasticsearch.index to "IDX_<name>"; IDX_ is replaced by the test's
+// index prefix) and creates the sinks. Nothing runs yet.
+func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
+	t.Helper()
+	pg := e2etest.Postgres(t)
+	k := e2etest.Kafka(t)
+	es := e2etest.Elasticsearch(t)
+	pg.Exec(t, schemaSQL)
+	ctx := e2etest.Ctx(t)
+	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := mappings.ReadCatalog(ctx, pg.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := mappings.Bind(set, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-test", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	level := slog.LevelWarn
+	if os.Getenv("DECANT_TEST_VERBOSE") != "" {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
+	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + e2etest.Suffix(), log: log, procs: map[string]*resProc{}}
+	e.cfg = resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, BatchSize: 200, Logger: log}
+	e.kafka, err = indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.kafka.Close)
+	aliases := map[string]string{}
+	for _, a := range model.Aggregates {
+		aliases[a.Name] = a.Index
+		if _, err := indexer.EnsureIndex(ctx, es.Client, indexer.SpecFor(a, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.search, err = indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: aliases, Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.search.Close)
+	e.check = &resVersionCheck{last: map[string]uint64{}}
+	e.sink = resolver.Sinks{e.check, e.kafka, e.search}
+	t.Cleanup(e.stopAll)
+	return e
+}
+
+// start runs a stage under name until stop(name) or the end of the test.
+func (e *resEnv) start(name string, run func(ctx context.Context) error) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &resProc{cancel: cancel, done: make(chan error, 1)}
+	e.mu.Lock()
+	if _, dup := e.procs[name]; dup {
+		e.mu.Unlock()
+		e.t.Fatalf("stage %s is already running", name)
+	}
+	e.procs[name] = p
+	e.mu.Unlock()
+	go func() { p.done <- run(ctx) }()
+}
+
+func (e *resEnv) stop(name string) {
+	e.mu.Lock()
+	p := e.procs[name]
+	delete(e.procs, name)
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			e.t.Errorf("stage %s: %v", name, err)
+		}
+	case <-time.After(60 * time.Second):
+		e.t.Errorf("stage %s did not stop within 60s", name)
+	}
+}
+
+func (e *resEnv) stopAll() {
+	e.mu.Lock()
+	var names []string
+	for n := range e.procs {
+		names = append(names, n)
+	}
+	e.mu.Unlock()
+	for _, n := range names {
+		e.stop(n)
+	}
+}
+
+func (e *resEnv) startStreamer() {
+	var tables []string
+	for _, tn := range e.model.Tables() {
+		tables = append(tables, tn.String())
+	}
+	s, err := streamer.New(streamer.Config{
+		DSN: e.pg.DSN, Publication: "decant", CreatePublication: true, Tables: tables, Slot: e.slot,
+		TopicPrefix: e.k.Prefix, Partitions: 3, Kafka: e.cfg.Kafka,
+		StatusInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second, TakeoverPoll: 500 * time.Millisecond, Logger: e.log,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.start("stream", func(ctx context.Context) error { defer s.Close(); return s.Run(ctx) })
+}
+
+func (e *resEnv) startMapper(name string) {
+	m, err := resolver.NewMapper(e.cfg, e.model, e.pool)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.start(name, func(ctx context.Context) error { defer m.Close(); return m.Run(ctx) })
+}
+
+func (e *resEnv) startBuilder(name string) {
+	b, err := resolver.NewBuilder(e.cfg, e.model, e.pool, e.sink)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.start(name, func(ctx context.Context) error { defer b.Close(); return b.Run(ctx) })
+}
+
+// topics returns the raw topics and refs topics of the model.
+func (e *resEnv) topics() (raw, refs []string) {
+	for _, tn := range e.model.Tables() {
+		raw = append(raw, streamer.RawTopic(e.k.Prefix, tn.Schema, tn.Name))
+	}
+	for _, a := range e.model.Aggregates {
+		refs = append(refs, resolver.RefsTopic(e.k.Prefix, a.Name))
+	}
+	return raw, refs
+}
+
+// groupLag is the records of topics not yet committed by group.
+func (e *resEnv) groupLag(ctx context.Context, group string, topics []string) (int64, error) {
+	ends, err := e.k.Admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	starts, err := e.k.Admin.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := e.k.Admin.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		at := int64(0)
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
+			at = s.Offset
+		}
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			at = c.At
+		}
+		lag += o.Offset - at
+	})
+	return lag, nil
+}
+
+// waitQuiet waits until every change committed so far is in the sinks:
+// the slot confirmed the current WAL position (every change is in the raw
+// topics), then the map group committed every raw record (every ref is in
+// the refs topics), then the build group committed every ref.
+func (e *resEnv) waitQuiet(timeout time.Duration) {
+	e.t.Helper()
+	ctx := e2etest.Ctx(e.t)
+	var target string
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		e.t.Fatal(err)
+	}
+	want, _ := wire.ParseLSN(target)
+	e2etest.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
+		var s *string
+		if err := e.pg.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&s); err != nil || s == nil {
+			return false, err
+		}
+		got, err := wire.ParseLSN(*s)
+		if err != nil {
+			return false, err
+		}
+		return got >= want, fmt.Errorf("confirmed %s", *s)
+	})
+	raw, refs := e.topics()
+	for _, w := range []struct {
+		group  string
+		topics []string
+	}{{e.k.Prefix + ".map", raw}, {e.k.Prefix + ".build", refs}} {
+		e2etest.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
+			lag, err := e.groupLag(ctx, w.group, w.topics)
+			return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
+		})
+	}
+}
+
+// resVersionCheck is a Sink that records every version violation: a
+// document written with a lower version than one already written for its
+// key. Builds of one key are ordered, so there must be none.
+type resVersionCheck struct {
+	mu         sync.Mutex
+	last       map[string]uint64
+	violations []string
+	writes     int
+}
+
+func (c *resVersionCheck) Write(_ context.Context, docs []wire.Document) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range docs {
+		k := d.Aggregate + " " + string(d.ID)
+		if prev, ok := c.last[k]; ok && d.Version < prev {
+			c.violations = append(c.violations, fmt.Sprintf("%s: version %d after %d", k, d.Version, prev))
+		}
+		c.last[k] = max(c.last[k], d.Version)
+		c.writes++
+	}
+	return nil
+}
+
+// aggTopicState folds the aggregate topic into the last document per key
+// and reports keys whose versions decreased from one record to the next.
+func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []string) {
+	e.t.Helper()
+	topic := resolver.AggregateTopic(e.k.Prefix, aggregate)
+	ctx, cancel := context.WithTimeout(e2etest.Ctx(e.t), 2*time.Minute)
+	defer cancel()
+	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	state := map[string]json.RawMessage{}
+	var problems []string
+	if len(want) == 0 {
+		return state, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	last := map[string]uint64{}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+			k := string(r.Key)
+			if r.Value == nil {
+				delete(state, k)
+				return
+			}
+			var d wire.Document
+			if err := json.Unmarshal(r.Value, &d); err != nil {
+				problems = append(problems, fmt.Sprintf("key %s: value is not a document: %v", k, err))
+				return
+			}
+			if d.Version < last[k] {
+				problems = append(problems, fmt.Sprintf("key %s: version %d after %d in the aggregate topic", k, d.Version, last[k]))
+			}
+			last[k] = max(last[k], d.Version)
+			if d.Deleted {
+				delete(state, k)
+			} else {
+				state[k] = d.Doc
+			}
+		})
+	}
+	return state, problems
+}
+
+// esState reads every document of the aggregate's alias, keyed by the
+// aggregate key of the oracle (built from the _id with idOf).
+func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[string]json.RawMessage {
+	e.t.Helper()
+	ctx := e2etest.Ctx(e.t)
+	if err := e.search.Refresh(ctx, aggregate); err != nil {
+		e.t.Fatal(err)
+	}
+	alias := e.model.Aggregate(aggregate).Index
+	out := map[string]json.RawMessage{}
+	var after []any
+	for {
+		body := map[string]any{"size": 5000, "sort": []any{map[string]any{"_doc": "asc"}}}
+		if after != nil {
+			body["search_after"] = after
+		}
+		b, _ := json.Marshal(body)
+		res, err := e.es.Client.Search(e.es.Client.Search.WithContext(ctx), e.es.Client.Search.WithIndex(alias),
+			e.es.Client.Search.WithBody(strings.NewReader(string(b))))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.IsError() {
+			e.t.Fatalf("search %s: %s", alias, raw)
+		}
+		var sr struct {
+			Hits struct {
+				Hits []struct {
+					ID     string          `json:"_id"`
+					Source json.RawMessage `json:"_source"`
+					Sort   []any           `json:"sort"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		if err := json.Unmarshal(raw, &sr); err != nil {
+			e.t.Fatal(err)
+		}
+		if len(sr.Hits.Hits) == 0 {
+			return out
+		}
+		for _, h := range sr.Hits.Hits {
+			out[keyOf(h.ID)] = h.Source
+		}
+		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+	}
+}
+
+// oracleState runs an oracle query returning (key json, doc jsonb) rows.
+func (e *resEnv) oracleState(sql string) map[string]json.RawMessage {
+	e.t.Helper()
+	rows, err := e.pool.Query(e2etest.Ctx(e.t), sql)
+	if err != nil {
+		e.t.Fatalf("oracle: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]json.RawMessage{}
+	for rows.Next() {
+		var k, d []byte
+		if err := rows.Scan(&k, &d); err != nil {
+			e.t.Fatal(err)
+		}
+		out[string(k)] = append(json.RawMessage(nil), d...)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// resCanon re-encodes JSON with sorted keys and exact numbers.
+func resCanon(b []byte) string {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "<invalid JSON: " + string(b) + ">"
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// resDiff collects every difference between a sink's documents and the
+// oracle's.
+func resDiff(sink string, got, want map[string]json.RawMessage) []string {
+	var problems []string
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s: %s missing", sink, k))
+		case resCanon(g) != resCanon(w):
+			problems = append(problems, fmt.Sprintf("%s: %s differs:\n    got  %s\n    want %s", sink, k, resCanon(g), resCanon(w)))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			problems = append(problems, fmt.Sprintf("%s: %s exists but its root does not", sink, k))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// resReport fails the test with every problem (the first 50 printed in full).
+func resReport(t *testing.T, problems []string) {
+	t.Helper()
+	if len(problems) == 0 {
+		return
+	}
+	shown := problems
+	if len(shown) > 50 {
+		shown = append(shown[:50:50], fmt.Sprintf("… and %d more", len(problems)-50))
+	}
+	t.Fatalf("%d mismatches:\n%s", len(problems), strings.Join(shown, "\n"))
+}
