@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/decant-cdc/decant/wire"
 )
@@ -22,6 +23,21 @@ type relation struct {
 	identity []bool // column is part of the replica identity (pgoutput flag 1)
 	key      []int  // indexes into cols of the primary key, in key order
 	topic    string
+	counters map[wire.Op]prometheus.Counter
+}
+
+// counter is the rows metric of this table and op, cached: label lookups
+// per row are measurable at 100k rows/s.
+func (r *relation) counter(m *metrics, op wire.Op) prometheus.Counter {
+	c, ok := r.counters[op]
+	if !ok {
+		if r.counters == nil {
+			r.counters = map[wire.Op]prometheus.Counter{}
+		}
+		c = m.rows.WithLabelValues(r.schema+"."+r.table, string(op))
+		r.counters[op] = c
+	}
+	return c
 }
 
 // newRelation builds a relation from a pgoutput relation message and the

@@ -52,6 +52,8 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	}()
 
 	nextStatus := time.Now().Add(s.cfg.StatusInterval)
+	dl := &deadlineCtx{parent: ctx}
+	defer dl.stop()
 	progressLog := time.Now().Add(30 * time.Second)
 	for {
 		if err := s.fatalErr(); err != nil {
@@ -67,9 +69,7 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 				progressLog = now.Add(30 * time.Second)
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
-		msg, err := repl.ReceiveMessage(rctx)
-		cancel()
+		msg, err := repl.ReceiveMessage(dl.until(nextStatus))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -162,7 +162,7 @@ func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte)
 			st.at.lsn = walStart
 			rec := st.enc.truncate(r, &st.at)
 			st.s.produce(ctx, rec, st.cur, st.at.commitLSN)
-			st.s.met.rows.WithLabelValues(r.schema+"."+r.table, string(wire.OpTruncate)).Inc()
+			r.counter(st.s.met, wire.OpTruncate).Inc()
 		}
 	}
 	return nil
@@ -192,7 +192,7 @@ func (st *streamState) change(ctx context.Context, walStart uint64, relID uint32
 	for _, rec := range recs {
 		st.s.produce(ctx, rec, st.cur, st.at.commitLSN)
 	}
-	st.s.met.rows.WithLabelValues(r.schema+"."+r.table, string(op)).Inc()
+	r.counter(st.s.met, op).Inc()
 	return nil
 }
 
@@ -218,5 +218,30 @@ func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
 			s.log.Warn("heartbeat failed; an idle slot then advances only through keepalives", "err", err)
 			warned = true
 		}
+	}
+}
+
+// deadlineCtx hands out one deadline context per deadline rather than one
+// per message: creating and watching a context per message is a measurable
+// cost at 100k messages/s.
+type deadlineCtx struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+func (d *deadlineCtx) until(t time.Time) context.Context {
+	if d.ctx == nil || !d.at.Equal(t) {
+		d.stop()
+		d.ctx, d.cancel = context.WithDeadline(d.parent, t)
+		d.at = t
+	}
+	return d.ctx
+}
+
+func (d *deadlineCtx) stop() {
+	if d.cancel != nil {
+		d.cancel()
 	}
 }
