@@ -108,7 +108,7 @@ type Streamer struct {
 	SnapshotMode string `yaml:"snapshot_mode"`
 	// SnapshotChunkRows is how many rows one snapshot query reads. Default: 10000.
 	SnapshotChunkRows int `yaml:"snapshot_chunk_rows"`
-	// StatusInterval is how often the slot position is confirmed. Default: 1s.
+	// StatusInterval is how often the slot position is confirmed. Default: 200ms.
 	StatusInterval time.Duration `yaml:"status_interval"`
 	// HeartbeatInterval writes a tiny logical message when the database is
 	// idle so the slot keeps advancing; 0 disables. Default: 10s.
@@ -142,7 +142,7 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: time.Second, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
+		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
 		Resolver: Resolver{BatchSize: 500},
 		Indexer:  IndexerCf{BulkActions: 1000},
 	}

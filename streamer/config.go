@@ -37,7 +37,8 @@ type Config struct {
 	SnapshotMode string
 	// SnapshotChunkRows bounds one snapshot read. Default: 10000.
 	SnapshotChunkRows int
-	// StatusInterval is how often the confirmed LSN is reported to the server. Default: 1s.
+	// StatusInterval is how often the confirmed LSN is reported to the server;
+	// read-your-writes waits on it. Default: 200ms.
 	StatusInterval time.Duration
 	// HeartbeatInterval: when no WAL arrived for this long, the streamer writes a
 	// tiny non-transactional logical message so an idle slot keeps advancing.
@@ -76,7 +77,7 @@ func (c *Config) defaults() {
 		c.SnapshotChunkRows = 10000
 	}
 	if c.StatusInterval == 0 {
-		c.StatusInterval = time.Second
+		c.StatusInterval = 200 * time.Millisecond
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 10 * time.Second

@@ -1,0 +1,220 @@
+package watermark
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// Querier is satisfied by *pgxpool.Pool and *pgx.Conn.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config names what to look at. All fields are required.
+type Config struct {
+	Slot        string
+	TopicPrefix string
+	// Group is the consumer group prefix of the map and build stages.
+	Group string
+	// RawTopics are the raw topics the map stage consumes (mapped tables).
+	RawTopics []string
+	// Aggregates whose refs topics the build stage consumes.
+	Aggregates []string
+	// Poll is how often Wait re-reads positions. Default: 50ms.
+	Poll time.Duration
+}
+
+// Tracker reads watermarks. Safe for concurrent use.
+type Tracker struct {
+	cfg   Config
+	db    Querier
+	admin *kadm.Client
+}
+
+// New returns a Tracker; it does no I/O.
+func New(cfg Config, db Querier, admin *kadm.Client) *Tracker {
+	if cfg.Poll == 0 {
+		cfg.Poll = 50 * time.Millisecond
+	}
+	return &Tracker{cfg: cfg, db: db, admin: admin}
+}
+
+func (t *Tracker) refsTopics() []string {
+	out := make([]string, len(t.cfg.Aggregates))
+	for i, a := range t.cfg.Aggregates {
+		out[i] = t.cfg.TopicPrefix + ".refs." + a
+	}
+	return out
+}
+
+// Stage is the position of one stage.
+type Stage struct {
+	LSN      string `json:"lsn,omitempty"` // everything committed before it has passed the stage
+	Lag      int64  `json:"lag"`           // records (map, build) or bytes (stream) not yet processed
+	CaughtUp bool   `json:"caught_up"`
+}
+
+// Watermarks is the answer of Current.
+type Watermarks struct {
+	WALLSN string `json:"wal_lsn"` // pg_current_wal_lsn() when read
+	Stream Stage  `json:"stream"`
+	Map    Stage  `json:"map"`
+	Build  Stage  `json:"build"`
+}
+
+// SlotLSN returns the slot's confirmed_flush_lsn and the server's current WAL LSN.
+func (t *Tracker) SlotLSN(ctx context.Context) (confirmed, current uint64, err error) {
+	var c *string
+	var cur string
+	err = t.db.QueryRow(ctx, `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1), pg_current_wal_lsn()::text`, t.cfg.Slot).Scan(&c, &cur)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read slot %s: %w", t.cfg.Slot, err)
+	}
+	if current, err = wire.ParseLSN(cur); err != nil {
+		return 0, 0, err
+	}
+	if c == nil {
+		return 0, current, fmt.Errorf("replication slot %s does not exist: is `decant stream` (or run) started?", t.cfg.Slot)
+	}
+	confirmed, err = wire.ParseLSN(*c)
+	return confirmed, current, err
+}
+
+// lag returns how many records the group has not committed below ends.
+func (t *Tracker) lag(ctx context.Context, group string, topics []string, ends kadm.ListedOffsets) (int64, error) {
+	committed, err := t.admin.FetchOffsetsForTopics(ctx, group, topics...)
+	if err != nil {
+		return 0, fmt.Errorf("read committed offsets of group %s: %w", group, err)
+	}
+	var lag int64
+	var firstErr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if firstErr == nil {
+				firstErr = o.Err
+			}
+			return
+		}
+		c, ok := committed.Lookup(o.Topic, o.Partition)
+		at := int64(0)
+		if ok && c.Err == nil && c.At >= 0 {
+			at = c.At
+		}
+		if o.Offset > at {
+			lag += o.Offset - at
+		}
+	})
+	return lag, firstErr
+}
+
+func (t *Tracker) ends(ctx context.Context, topics []string) (kadm.ListedOffsets, error) {
+	if len(topics) == 0 {
+		return kadm.ListedOffsets{}, nil
+	}
+	ends, err := t.admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	// A topic that does not exist yet holds nothing to wait for.
+	for topic, ps := range ends {
+		for p, o := range ps {
+			if o.Err != nil && isUnknownTopic(o.Err) {
+				delete(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			delete(ends, topic)
+		}
+	}
+	return ends, nil
+}
+
+// Current reads every stage's position once.
+func (t *Tracker) Current(ctx context.Context) (Watermarks, error) {
+	var w Watermarks
+	confirmed, current, err := t.SlotLSN(ctx)
+	if err != nil {
+		return w, err
+	}
+	w.WALLSN = wire.FormatLSN(current)
+	w.Stream = Stage{LSN: wire.FormatLSN(confirmed), Lag: int64(current - min(current, confirmed)), CaughtUp: confirmed >= current}
+	rawEnds, err := t.ends(ctx, t.cfg.RawTopics)
+	if err != nil {
+		return w, err
+	}
+	if w.Map.Lag, err = t.lag(ctx, t.cfg.Group+".map", t.cfg.RawTopics, rawEnds); err != nil {
+		return w, err
+	}
+	w.Map.CaughtUp = w.Map.Lag == 0
+	if w.Map.CaughtUp {
+		w.Map.LSN = w.Stream.LSN
+	}
+	refsEnds, err := t.ends(ctx, t.refsTopics())
+	if err != nil {
+		return w, err
+	}
+	if w.Build.Lag, err = t.lag(ctx, t.cfg.Group+".build", t.refsTopics(), refsEnds); err != nil {
+		return w, err
+	}
+	w.Build.CaughtUp = w.Build.Lag == 0 && w.Map.CaughtUp
+	if w.Build.CaughtUp {
+		w.Build.LSN = w.Map.LSN
+	}
+	return w, nil
+}
+
+// Wait blocks until every change committed at or before lsn has passed
+// every stage (see the package doc), or ctx ends.
+func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
+	// 1. The stream stage has everything ≤ lsn in Kafka.
+	for {
+		confirmed, _, err := t.SlotLSN(ctx)
+		if err == nil && confirmed >= lsn {
+			break
+		}
+		if !t.sleep(ctx) {
+			return fmt.Errorf("waiting for the streamer to confirm %s: %w", wire.FormatLSN(lsn), ctx.Err())
+		}
+	}
+	// 2 and 3: each group reaches the end offsets read once the previous step holds.
+	steps := []struct {
+		stage  string
+		topics []string
+	}{{"map", t.cfg.RawTopics}, {"build", t.refsTopics()}}
+	for _, s := range steps {
+		ends, err := t.ends(ctx, s.topics)
+		for err != nil {
+			if !t.sleep(ctx) {
+				return fmt.Errorf("waiting for the %s stage: %w", s.stage, err)
+			}
+			ends, err = t.ends(ctx, s.topics)
+		}
+		for {
+			lag, err := t.lag(ctx, t.cfg.Group+"."+s.stage, s.topics, ends)
+			if err == nil && lag == 0 {
+				break
+			}
+			if !t.sleep(ctx) {
+				return fmt.Errorf("waiting for the %s stage (%d records behind): %w", s.stage, lag, ctx.Err())
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Tracker) sleep(ctx context.Context) bool {
+	tm := time.NewTimer(t.cfg.Poll)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
