@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// opsServer is the one HTTP port: /metrics, /healthz, /readyz,
+// /v1/watermarks and /v1/wait.
+type opsServer struct {
+	log     *slog.Logger
+	tracker *watermark.Tracker
+	// refresh makes written documents visible to searches (Elasticsearch
+	// _refresh of every alias); nil when there is no search sink.
+	refresh func(ctx context.Context) error
+	gather  prometheus.Gatherer
+
+	mu     sync.Mutex
+	stages map[string]bool // stage → running
+}
+
+func newOpsServer(log *slog.Logger, tracker *watermark.Tracker, refresh func(context.Context) error, gather prometheus.Gatherer) *opsServer {
+	return &opsServer{log: log, tracker: tracker, refresh: refresh, gather: gather, stages: map[string]bool{}}
+}
+
+// setStage records whether a stage is running, for /readyz.
+func (o *opsServer) setStage(name string, running bool) {
+	o.mu.Lock()
+	o.stages[name] = running
+	o.mu.Unlock()
+}
+
+func (o *opsServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", o.readyz)
+	mux.HandleFunc("GET /v1/watermarks", o.watermarks)
+	mux.HandleFunc("GET /v1/wait", o.wait)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ready := len(o.stages) > 0
+	for _, running := range o.stages {
+		ready = ready && running
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "stages": o.stages})
+}
+
+func (o *opsServer) watermarks(w http.ResponseWriter, r *http.Request) {
+	wm, err := o.tracker.Current(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, wm)
+}
+
+// wait answers 200 once every change committed at or before ?lsn= is in
+// every sink and searchable, 408 when ?timeout= (default 30s) passes first.
+func (o *opsServer) wait(w http.ResponseWriter, r *http.Request) {
+	lsn, err := wire.ParseLSN(r.URL.Query().Get("lsn"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "lsn: " + err.Error() + " (pass the result of SELECT pg_current_wal_lsn())"})
+		return
+	}
+	timeout := 30 * time.Second
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		if timeout, err = time.ParseDuration(t); err != nil || timeout <= 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "timeout: want a duration like 5s"})
+			return
+		}
+	}
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	err = waitVisible(ctx, o.tracker, o.refresh, lsn)
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": fmt.Sprintf("not indexed within %s: %v", timeout, err)})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lsn": wire.FormatLSN(lsn), "waited_ms": time.Since(started).Milliseconds()})
+}
+
+// waitVisible is Wait plus a refresh so the documents are searchable.
+func waitVisible(ctx context.Context, t *watermark.Tracker, refresh func(context.Context) error, lsn uint64) error {
+	if err := t.Wait(ctx, lsn); err != nil {
+		return err
+	}
+	if refresh != nil {
+		return refresh(ctx)
+	}
+	return nil
+}
+
+// serve runs the server until ctx ends. An empty addr disables it.
+func (o *opsServer) serve(ctx context.Context, addr string) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("http.listen %s: %w (choose another port with DECANT_HTTP_LISTEN)", addr, err)
+	}
+	srv := &http.Server{Handler: o.handler(), ReadHeaderTimeout: 10 * time.Second}
+	o.log.Info("http server listening", "addr", ln.Addr().String())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
