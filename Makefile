@@ -46,9 +46,8 @@ infra-down: ## stop the servers infra-up started
 infra-status:
 	@bash e2e/infra/pg.sh status; bash e2e/infra/kafka.sh status || true; bash e2e/infra/es.sh status || true
 
-demo: ## run the shop demo (servers + sample data + decant run)
-	@echo "make demo will run the whole pipeline on a sample shop database once 'decant run' exists (issue 6)."
-	@echo "Until then: 'make infra-up' starts the servers and 'make test' runs the tests."
+demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C stops all)
+	bash examples/shop/demo.sh
 
 test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
 	DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
