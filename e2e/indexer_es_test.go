@@ -279,3 +279,21 @@ func TestEnsureIndex(t *testing.T) {
 		t.Error("EnsureIndex created the new index: a mapping change must wait for a reindex")
 	}
 }
+
+// TestEnsureIndexReplacesAutoCreatedIndex: an index under decant's concrete
+// name without decant's _meta (auto-created by a late write after the index
+// was deleted) is dropped and created again with the right mappings.
+func TestEnsureIndexReplacesAutoCreatedIndex(t *testing.T) {
+	es := e2etest.Elasticsearch(t)
+	spec := idxSpecStrict(es, "customer")
+	if code, body := idxES(t, es, esapi.IndexRequest{Index: spec.IndexName(), DocumentID: "1", Body: strings.NewReader(`{"n":"dynamic text"}`)}); code != http.StatusCreated {
+		t.Fatalf("auto-create %s: %d %s", spec.IndexName(), code, body)
+	}
+	if _, err := indexer.EnsureIndex(e2etest.Ctx(t), es.Client, spec); err != nil {
+		t.Fatal(err)
+	}
+	code, body := idxES(t, es, esapi.IndicesGetMappingRequest{Index: []string{spec.Alias}})
+	if code != http.StatusOK || !strings.Contains(string(body), `"decant_hash":"`+spec.Hash()+`"`) || !strings.Contains(string(body), `"dynamic":"strict"`) {
+		t.Errorf("mapping behind the alias: %d %s", code, body)
+	}
+}

@@ -368,9 +368,13 @@ ANALYZE;
 // sinks, with a second builder joining (rebalance), the first leaving and
 // the map stage restarting mid-workload; then it compares every document
 // in the aggregate topics and in Elasticsearch with an oracle query.
-// DECANT_RESOLVER_OPS sets the number of operations (default 20000).
+// DECANT_RESOLVER_OPS sets the number of operations (default 20000;
+// 100000 with DECANT_HEAVY=1, as in make test-heavy).
 func TestResolverDifferential(t *testing.T) {
 	ops := 20000
+	if os.Getenv("DECANT_HEAVY") == "1" {
+		ops = 100000
+	}
 	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_OPS")); err == nil && v > 0 {
 		ops = v
 	}

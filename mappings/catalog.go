@@ -9,7 +9,9 @@ import (
 )
 
 // Catalog describes the tables of a database as far as mappings need them.
-// ReadCatalog fills it from a live server; tests build it by hand.
+// ReadCatalog fills it from a live server; tests build it by hand. Its
+// methods build a lookup index on first use: do not share a Catalog between
+// goroutines before a first call to Table.
 type Catalog struct {
 	// Tables, sorted by schema and name.
 	Tables []*Table

@@ -46,6 +46,7 @@ aggregates:
     relations:
       profile: {table: profiles, foreign_key: user_id, single: true}
       manager: {table: users, references: manager_id, columns: [id, name]}
+      manager_name: {table: users, references: manager_id, value: name}
       sent: {table: messages, foreign_key: sender_id, order_by: sent_at desc nulls last}
       received: {table: messages, foreign_key: recipient_id, value: body}
       groups:

@@ -19,8 +19,8 @@ import (
 // allocate nothing.
 //
 // The text forms are the ones of a session with DateStyle=ISO and the
-// default IntervalStyle and bytea_output; the replication connection sets
-// them. The rules, all checked against PostgreSQL 15 in encode_e2e_test.go:
+// default IntervalStyle, bytea_output and extra_float_digits; the
+// replication connection sets them. The rules, all checked against PostgreSQL 15 in encode_e2e_test.go:
 //
 //   - int2/4/8, float4/8, numeric: a number written as numeric_out writes it.
 //     to_jsonb passes every number through numeric_in, so a float's exponent
@@ -161,7 +161,9 @@ func encTyped(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]b
 		return encComposite(dst, m, ti, s, depth+1)
 	case KindVector:
 		return encVector(dst, m, ti, s, depth+1)
-	default: // KindString, KindDate
+	case KindHstore:
+		return encHstore(dst, s)
+	default: // KindString, KindDate, KindJSONCast
 		return encString(dst, s), nil
 	}
 }
@@ -711,6 +713,79 @@ func encVector(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]
 	return append(dst, ']'), nil
 }
 
+// encHstore reads hstore_out's text ("k"=>"v", "n"=>NULL; quoted with
+// backslash escapes, unquoted words allowed as hstore_in allows them) and
+// writes the object hstore_to_json gives: every value a string or null.
+// hstore_out already sorts keys as jsonb does.
+func encHstore(dst, s []byte) ([]byte, error) {
+	var scratch []byte
+	// word reads a quoted or unquoted word at s[i]; null reports an
+	// unquoted NULL.
+	word := func(i int) (w []byte, null bool, next int, err error) {
+		scratch = scratch[:0]
+		if i < len(s) && s[i] == '"' {
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' {
+					if i++; i == len(s) {
+						break
+					}
+				}
+				scratch = append(scratch, s[i])
+			}
+			if i >= len(s) {
+				return nil, false, i, encSyntax("hstore", s, i)
+			}
+			return scratch, false, i + 1, nil
+		}
+		start := i
+		for ; i < len(s) && !encIsSpace(s[i]) && s[i] != '=' && s[i] != ',' && s[i] != '"'; i++ {
+			if s[i] == '\\' {
+				if i++; i == len(s) {
+					return nil, false, i, encSyntax("hstore", s, i)
+				}
+			}
+			scratch = append(scratch, s[i])
+		}
+		if i == start {
+			return nil, false, i, encSyntax("hstore", s, i)
+		}
+		raw := s[start:i]
+		null = len(raw) == 4 && (raw[0]|0x20) == 'n' && (raw[1]|0x20) == 'u' && (raw[2]|0x20) == 'l' && (raw[3]|0x20) == 'l'
+		return scratch, null, i, nil
+	}
+	dst = append(dst, '{')
+	i := encSkipSpace(s, 0)
+	for n := 0; i < len(s); n++ {
+		if n > 0 {
+			if s[i] != ',' {
+				return dst, encSyntax("hstore", s, i)
+			}
+			i = encSkipSpace(s, i+1)
+			dst = append(dst, ',')
+		}
+		k, _, j, err := word(i)
+		if err != nil {
+			return dst, err
+		}
+		dst = encString(dst, k)
+		dst = append(dst, ':')
+		if i = encSkipSpace(s, j); i+1 >= len(s) || s[i] != '=' || s[i+1] != '>' {
+			return dst, encSyntax("hstore", s, i)
+		}
+		v, null, j, err := word(encSkipSpace(s, i+2))
+		if err != nil {
+			return dst, err
+		}
+		if null {
+			dst = append(dst, "null"...)
+		} else {
+			dst = encString(dst, v)
+		}
+		i = encSkipSpace(s, j)
+	}
+	return append(dst, '}'), nil
+}
+
 // encJSONParser re-encodes a json or jsonb text as to_jsonb writes it:
 // compact, strings escaped like escape_json, numbers as numeric, and for
 // json (sortKeys) object keys in jsonb order with the last duplicate kept.
@@ -933,6 +1008,15 @@ func (p *encJSONParser) reorder(dst []byte, body int, ms []encMember) []byte {
 
 // string re-encodes the JSON string at p.i.
 func (p *encJSONParser) string(dst []byte) ([]byte, error) {
+	s, i := p.s, p.i+1
+	j := i
+	for j < len(s) && s[j] != '"' && s[j] != '\\' && s[j] >= 0x20 {
+		j++
+	}
+	if j < len(s) && s[j] == '"' { // no escapes: nothing to decode
+		p.i = j + 1
+		return encString(dst, s[i:j]), nil
+	}
 	var err error
 	p.tmp, err = p.decodeString(p.tmp[:0])
 	if err != nil {

@@ -176,3 +176,68 @@ func encDecodeExact(t testing.TB, b []byte) any {
 	}
 	return v
 }
+
+// TestEncodeHstoreMatchesToJSONB: to_jsonb uses hstore's cast to json, in
+// arrays and composites too. Skipped where the hstore extension is missing.
+func TestEncodeHstoreMatchesToJSONB(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	ctx := e2etest.Ctx(t)
+	if _, err := pg.Pool.Exec(ctx, "CREATE EXTENSION hstore"); err != nil {
+		t.Skipf("hstore extension not available: %v", err)
+	}
+	pg.Exec(t, `CREATE TYPE with_h AS (h hstore, n int);
+CREATE TABLE h (id int PRIMARY KEY, h hstore, hs hstore[], c with_h);
+INSERT INTO h VALUES
+  (1, $$a=>1, "b c"=>NULL, "q\""=>"\\", x=>"", "é"=>"ü", "{}"=>","$$, ARRAY['a=>1'::hstore, NULL, ''], ROW('k=>v', 1)),
+  (2, '', '{}', ROW(NULL, NULL))`)
+	var cols []Column
+	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	types := NewTypes()
+	for _, c := range cols {
+		if err := types.Load(ctx, pg.Pool, c.TypeOID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ti, _ := types.Get(cols[0].TypeOID); ti == nil || ti.Kind != KindHstore {
+		t.Fatalf("hstore loaded as %+v", ti)
+	}
+	conn, err := pg.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	res := conn.Conn().PgConn().ExecParams(ctx, "SELECT h, hs, c, to_jsonb(h)::text, to_jsonb(hs)::text, to_jsonb(c)::text FROM h ORDER BY id", nil, nil, nil, nil)
+	for res.NextRow() {
+		vals := res.Values()
+		for i, c := range cols {
+			got, err := types.EncodeValue(nil, c.TypeOID, vals[i])
+			if err != nil {
+				t.Errorf("column %s: EncodeValue(%q): %v", c.Name, vals[i], err)
+				continue
+			}
+			var want bytes.Buffer
+			if err := json.Compact(&want, vals[len(cols)+i]); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Errorf("column %s\n text        %s\n EncodeValue %s\n to_jsonb    %s", c.Name, vals[i], got, want.Bytes())
+			}
+		}
+	}
+	if _, err := res.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

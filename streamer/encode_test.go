@@ -20,6 +20,8 @@ const (
 	encOIDEnumArr  = 90007
 	encOIDEmpty    = 90008 // composite with no attributes
 	encOIDBadArray = 90009 // array of an element type that is not cached
+	encOIDHstore   = 90010
+	encOIDGeometry = 90011 // a type with a cast to json
 )
 
 // encTestTypes are the built-in types plus user types like those Load finds.
@@ -35,6 +37,8 @@ func encTestTypes() *Types {
 		&TypeInfo{OID: encOIDEnumArr, Name: "mood[]", Kind: KindArray, Elem: encOIDEnum, Delim: ','},
 		&TypeInfo{OID: encOIDEmpty, Name: "empty", Kind: KindComposite},
 		&TypeInfo{OID: encOIDBadArray, Name: "x[]", Kind: KindArray, Elem: 12345678, Delim: ','},
+		&TypeInfo{OID: encOIDHstore, Name: "hstore", Kind: KindHstore},
+		&TypeInfo{OID: encOIDGeometry, Name: "geometry", Kind: KindJSONCast},
 	)
 	return t
 }
@@ -165,6 +169,12 @@ var encCases = []struct {
 	{"composite array", encOIDC1Array, `{"(1,x,,,)",NULL,"(,,,,)"}`,
 		`[{"a":"x","d":null,"e":null,"bb":null,"zeta":1},null,{"a":null,"d":null,"e":null,"bb":null,"zeta":null}]`},
 	{"composite without attributes", encOIDEmpty, `()`, `{}`},
+
+	// hstore has a cast to json, which to_jsonb uses: values are strings.
+	{"hstore", encOIDHstore, `"a"=>"1", "x"=>"", "q\""=>"\\", "é"=>"ü", "b c"=>NULL`, `{"a":"1","x":"","q\"":"\\","é":"ü","b c":null}`},
+	{"hstore empty", encOIDHstore, ``, `{}`},
+	{"hstore unquoted", encOIDHstore, ` a => 1 ,b=>null`, `{"a":"1","b":null}`},
+	{"other cast to json: text", encOIDGeometry, `0101000000000000000000F03F`, `"0101000000000000000000F03F"`},
 }
 
 func TestEncodeValue(t *testing.T) {
@@ -229,6 +239,10 @@ func TestEncodeValueMalformed(t *testing.T) {
 		{114, `[1] 2`},
 		{114, ``},
 		{3802, `{"a":1}}`},
+		{encOIDHstore, `"a"=>`},
+		{encOIDHstore, `a=>1,`},
+		{encOIDHstore, `"a`},
+		{encOIDHstore, `a=1`},
 		{114, strings.Repeat("[", encMaxDepth+10)},
 		{1007, strings.Repeat("{", encMaxDepth+10)},
 	} {
@@ -352,7 +366,7 @@ func BenchmarkEncodeTuple(b *testing.B) {
 func FuzzEncodeValue(f *testing.F) {
 	oids := []uint32{
 		encOIDC1, encOIDC1Array, encOIDOuter, encOIDEmpty, encOIDDomArr, encOIDBadArray,
-		1007, 1009, 1020, 1185, 199, 3807, 114, 3802, 1700, 701, 1184, 1114, 16, 25, 22, 30,
+		encOIDHstore, 1007, 1009, 1020, 1185, 199, 3807, 114, 3802, 1700, 701, 1184, 1114, 16, 25, 22, 30,
 	}
 	for _, c := range encCases {
 		for i, o := range oids {
@@ -396,5 +410,17 @@ func TestEncSafePrefix(t *testing.T) {
 				t.Fatalf("byte %#x at %d: encSafePrefix = %d, want %d", c, p, got, want)
 			}
 		}
+	}
+}
+
+func TestEncodeJSONBAllocs(t *testing.T) {
+	types := NewTypes()
+	text := []byte(`{"id": 7, "name": "Ann", "tags": ["a", "b"], "address": {"city": "Paris", "zip": "75001"}, "score": 1.5}`)
+	buf := make([]byte, 0, 1024)
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = types.EncodeValue(buf[:0], 3802, text)
+	})
+	if allocs != 0 {
+		t.Errorf("EncodeValue of a jsonb object without escapes allocates %v times, want 0", allocs)
 	}
 }

@@ -46,9 +46,16 @@ const (
 	// KindVector (int2vector, oidvector): a JSON array of the space-separated
 	// elements, each encoded by Elem.
 	KindVector
+	// KindHstore (the hstore extension, which has a cast to json): an object
+	// of string values, as hstore_to_json writes it.
+	KindHstore
+	// KindJSONCast: a non-built-in type with another cast to json, which
+	// to_jsonb calls (PostGIS geometry, for one). decant cannot run it and
+	// writes the text form as a string.
+	KindJSONCast
 )
 
-var encKindNames = [...]string{"string", "bool", "number", "json", "jsonb", "date", "timestamp", "timestamptz", "array", "composite", "vector"}
+var encKindNames = [...]string{"string", "bool", "number", "json", "jsonb", "date", "timestamp", "timestamptz", "array", "composite", "vector", "hstore", "jsoncast"}
 
 func (k TypeKind) String() string {
 	if int(k) < len(encKindNames) {
@@ -205,10 +212,14 @@ func encSortKeys(fields []Field) []encKey {
 // element type (this also holds before PostgreSQL 14, which has no
 // typsubscript); its delimiter is its element type's. A composite's
 // attributes come in attnum order without dropped ones, as record_out
-// writes them.
+// writes them. For a base type, the function of its cast to json if any:
+// to_jsonb uses it instead of the text form.
 const encLoadSQL = `SELECT t.oid, format_type(t.oid, NULL), t.typtype::text,
        t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim::text, ','), t.typbasetype,
-       coalesce(a.names, '{}'), coalesce(a.types, '{}')
+       coalesce(a.names, '{}'), coalesce(a.types, '{}'),
+       coalesce((SELECT p.proname::text FROM pg_catalog.pg_cast c JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
+                 WHERE c.castsource = t.oid AND c.casttarget = 'pg_catalog.json'::pg_catalog.regtype AND c.castmethod = 'f'
+                 LIMIT 1), '')
 FROM pg_catalog.pg_type t
 LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem
 LEFT JOIN LATERAL (
@@ -250,8 +261,9 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 				elem           uint32
 				names          []string
 				types          []uint32
+				jsonCast       string
 			)
-			if err := rows.Scan(&l.info.OID, &l.info.Name, &typtype, &isArray, &elem, &delim, &l.domain, &names, &types); err != nil {
+			if err := rows.Scan(&l.info.OID, &l.info.Name, &typtype, &isArray, &elem, &delim, &l.domain, &names, &types, &jsonCast); err != nil {
 				rows.Close()
 				return fmt.Errorf("load types %v: %w", want, err)
 			}
@@ -271,6 +283,10 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 					l.info.Delim = delim[0]
 				}
 				refs = append(refs, elem)
+			case jsonCast == "hstore_to_json":
+				l.info.Kind = KindHstore
+			case jsonCast != "" && l.info.OID >= 16384: // to_jsonb ignores casts of built-in types
+				l.info.Kind = KindJSONCast
 			}
 			got[l.info.OID] = &l
 		}

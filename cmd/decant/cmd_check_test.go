@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/mappings"
+)
+
+// writeConfig writes decant.yaml and mapping files into a temp dir and
+// returns the config path.
+func writeConfig(t *testing.T, dsn string, createPub bool, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "mappings"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, "mappings", name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf("postgres:\n  dsn: %q\n  publication: decant\n  slot: decant\n  create_publication: %v\nmappings: [mappings/*.yaml]\n", dsn, createPub)
+	path := filepath.Join(dir, "decant.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runCmd(t *testing.T, run func(context.Context, []string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func checkCmd(ctx context.Context, args []string, out, errb *bytes.Buffer) int {
+	return runCheck(ctx, args, out, errb)
+}
+
+func shopSQL(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../mappings/testdata/shop.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const badMapping = `version: 1
+aggregates:
+  customer:
+    table: customers
+    relations:
+      orders: {table: orders, foreign_key: customer_id}
+      address: {table: addresses, references: address_id}
+  ghost: {table: ghosts}
+  nocol: {table: products, columns: [id, nope]}
+  invoice:
+    table: customers
+    relations:
+      invoices: {table: invoices, foreign_key: customer_ref}
+`
+
+// Acceptance 3: every problem is reported with its fix, and check exits 1.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	pg.Exec(t, shopSQL(t))
+	role := "decant_checkCmd" + e2etest.Suffix()
+	pg.Exec(t, `DROP INDEX orders_customer_id_idx;
+CREATE TABLE invoices (id int PRIMARY KEY, customer_ref text);
+CREATE PUBLICATION decant FOR TABLE customers;
+CREATE ROLE `+role+` LOGIN;
+GRANT SELECT ON customers, orders, products, invoices TO `+role)
+	t.Cleanup(func() {
+		_, _ = pg.Pool.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role)
+	})
+	u, _ := url.Parse(pg.DSN)
+	u.User = url.User(role)
+	cfg := writeConfig(t, u.String(), true, map[string]string{"bad.yaml": badMapping})
+
+	code, out, errOut := runCmd(t, checkCmd, "--config", cfg, "--json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	var rep checkReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := []struct{ sev, table, msg, fix string }{
+		{"error", "", "aggregates.ghost.table: table public.ghosts does not exist", "edit "},
+		{"error", "", `aggregates.nocol.columns.1: columns: column "nope" does not exist in table public.products`, "edit "},
+		{"error", "", "public.invoices.customer_ref (text) cannot be joined with public.customers.id (integer)", `ALTER TABLE "public"."invoices" ALTER COLUMN "customer_ref" TYPE integer USING "customer_ref"::integer;`},
+		{"error", "", "lacks the REPLICATION attribute", `ALTER ROLE "` + role + `" REPLICATION;`},
+		{"error", "public.orders", "is not in publication decant", `ALTER PUBLICATION "decant" ADD TABLE "public"."orders";`},
+		{"error", "public.addresses", "is not in publication decant", `ALTER PUBLICATION "decant" ADD TABLE "public"."addresses";`},
+		{"error", "public.addresses", "may not SELECT", `GRANT SELECT ON "public"."addresses" TO "` + role + `";`},
+		{"error", "public.orders", "resolution reads customer_id from the before image", `ALTER TABLE "public"."orders" REPLICA IDENTITY FULL;`},
+		{"warning", "public.orders", "no index starts with (customer_id)", `CREATE INDEX ON "public"."orders" ("customer_id");`},
+	}
+	for _, w := range want {
+		found := false
+		for _, p := range rep.Problems {
+			if string(p.Severity) == w.sev && p.Table == w.table && strings.Contains(p.Message, w.msg) && strings.Contains(p.Fix, w.fix) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("missing %s %s %q (fix %q)", w.sev, w.table, w.msg, w.fix)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", out)
+	}
+	// The text output says the same.
+	code, text, _ := runCmd(t, checkCmd, "--config", cfg)
+	t.Logf("decant check output:\n%s", text)
+	if code != 1 || !strings.Contains(text, "fix: ALTER TABLE \"public\".\"orders\" REPLICA IDENTITY FULL;") {
+		t.Errorf("text output (exit %d):\n%s", code, text)
+	}
+}
+
+// Acceptance 3: a correct setup passes.
+func TestCheckCorrectSetup(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	pg.Exec(t, shopSQL(t))
+	pg.Exec(t, `ALTER TABLE orders REPLICA IDENTITY FULL;
+ALTER TABLE order_lines REPLICA IDENTITY FULL;
+CREATE PUBLICATION decant FOR ALL TABLES`)
+	cfg := writeConfig(t, pg.DSN, false, map[string]string{"shop.yaml": productExample})
+	code, out, errOut := runCmd(t, checkCmd, "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "ok: 1 aggregate(s) checked") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// Acceptance 4: init on a schema with all relation kinds writes a mapping
+// that passes check and whose documents build.
+func TestInitThenCheckAndBuild(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	kinds, err := os.ReadFile("../../mappings/testdata/kinds.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Exec(t, string(kinds))
+	cfg := writeConfig(t, pg.DSN, false, map[string]string{"placeholder.yaml": "version: 1\naggregates:\n  x: {table: users}\n"})
+	outFile := filepath.Join(filepath.Dir(cfg), "mappings", "generated.yaml")
+	code, _, errOut := runCmd(t, func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runInit(ctx, a, o, e) },
+		"--config", cfg, "--out", outFile)
+	if code != 0 {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(cfg), "mappings", "placeholder.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// Before the replica identities are set, check asks for them.
+	pg.Exec(t, "CREATE PUBLICATION decant FOR ALL TABLES")
+	code, out, _ := runCmd(t, checkCmd, "--config", cfg)
+	if code != 1 || !strings.Contains(out, "REPLICA IDENTITY FULL") {
+		t.Fatalf("check before replica identity: exit %d\n%s", code, out)
+	}
+	pg.Exec(t, `DO $$ DECLARE r record; BEGIN
+  FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('public', 'billing') LOOP
+    EXECUTE format('ALTER TABLE %I.%I REPLICA IDENTITY FULL', r.schemaname, r.tablename);
+  END LOOP; END $$`)
+	code, out, errOut = runCmd(t, checkCmd, "--config", cfg)
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("decant check output:\n%s", out)
+	// Every aggregate builds, and has documents.
+	data, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := mappings.Load([]mappings.File{{Name: outFile, Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := mappings.ReadCatalog(context.Background(), pg.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := mappings.Bind(set, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(model.Aggregates) < 4 {
+		t.Errorf("only %d aggregates", len(model.Aggregates))
+	}
+	for _, a := range model.Aggregates {
+		var n int
+		sql := "SELECT count(*) FROM (" + a.Build.SQL + ") d"
+		rows, err := pg.Pool.Query(context.Background(), "SELECT to_jsonb("+strings.Join(a.ID, ")::text, to_jsonb(")+")::text FROM "+a.Table.Sanitize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys [][]json.RawMessage
+		for rows.Next() {
+			vals := make([]string, len(a.ID))
+			ptrs := make([]any, len(vals))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			key := make([]json.RawMessage, len(vals))
+			for i, v := range vals {
+				key[i] = json.RawMessage(v)
+			}
+			keys = append(keys, key)
+		}
+		rows.Close()
+		args, err := a.Build.Args(keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v\n%s", a.Name, err, a.Build.SQL)
+		}
+		if n != len(keys) || n == 0 {
+			t.Errorf("%s: built %d documents for %d ids", a.Name, n, len(keys))
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	pg := e2etest.Postgres(t)
+	pg.Exec(t, shopSQL(t))
+	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
+	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runExplain(ctx, a, o, e) }
+	code, out, errOut := runCmd(t, run, "customer", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "jsonb_build_object") || !strings.Contains(out, "-- route aggregates.customer.relations.tags.through") {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runCmd(t, run, "--config", cfg, "customer", "--index")
+	if code != 0 || !strings.Contains(out, `"nested"`) {
+		t.Errorf("--index: exit %d\n%s", code, out)
+	}
+	code, _, errOut = runCmd(t, run, "--config", cfg, "custmer")
+	if code != 1 || !strings.Contains(errOut, "the mappings define: customer") {
+		t.Errorf("unknown aggregate: exit %d %s", code, errOut)
+	}
+}
+
+func TestCheckMappingErrorsNeedNoDatabase(t *testing.T) {
+	cfg := writeConfig(t, "postgres://nobody@127.0.0.1:1/none", true, map[string]string{"a.yaml": "version: 1\naggregates:\n  a: {tabel: x}\n"})
+	code, out, _ := runCmd(t, checkCmd, "--config", cfg)
+	if code != 1 || !strings.Contains(out, `a.yaml:3:7: aggregates.a.tabel: unknown key "tabel"; did you mean "table"?`) {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, name := range []string{"check", "init", "explain"} {
+		var out, errb bytes.Buffer
+		if code := commands[name].run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "Examples:") {
+			t.Errorf("%s --help: exit %d\n%s", name, code, errb.String())
+		}
+	}
+}
+
+// productExample is the PRODUCT.md §3 mapping (as in mappings tests).
+var productExample = func() string {
+	b, err := os.ReadFile("../../mappings/testdata/product_example.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()

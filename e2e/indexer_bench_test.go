@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/elastic/go-elasticsearch/v8/esutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// idxDirectBulkLoad is the baseline of the backfill benchmark (issue 5
+// acceptance 7): the same documents loaded straight into an index with
+// esutil.BulkIndexer — no versions, no dead-letter handling, as a plain
+// loader would. It returns when every document is acknowledged.
+func idxDirectBulkLoad(ctx context.Context, es *e2etest.ESEnv, index string, docs []wire.Document) error {
+	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: 5 << 20})
+	if err != nil {
+		return err
+	}
+	var failed error
+	for i := range docs {
+		id, err := indexer.DocumentID(docs[i].ID)
+		if err != nil {
+			return err
+		}
+		err = bi.Add(ctx, esutil.BulkIndexerItem{Action: "index", DocumentID: id, Body: bytes.NewReader(docs[i].Doc),
+			OnFailure: func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
+				if failed == nil {
+					failed = fmt.Errorf("direct bulk load: %d %s %v", res.Status, res.Error.Reason, err)
+				}
+			}})
+		if err != nil {
+			return err
+		}
+	}
+	if err := bi.Close(ctx); err != nil {
+		return err
+	}
+	return failed
+}
+
+// idxBenchDocs returns n documents shaped like the benchmark's aggregate:
+// a root with two nested relations.
+func idxBenchDocs(n int, version uint64) []wire.Document {
+	docs := make([]wire.Document, n)
+	for i := range docs {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"id":%d,"name":"customer %d","email":"c%d@example.com","orders":[`, i, i, i)
+		for o := range 3 {
+			if o > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":%d,"total":%d.50,"lines":[{"sku":"S-%d","qty":%d},{"sku":"S-%d","qty":1}]}`, i*10+o, o*7, o, o+1, o+5)
+		}
+		b.WriteString(`],"address":{"city":"Lyon","zip":"69001"}}`)
+		docs[i] = idxDoc("bench", fmt.Sprintf(`{"id":%d}`, i), version, b.String())
+	}
+	return docs
+}
+
+// BenchmarkESSinkVsDirectBulk indexes the same documents through ESSink
+// (versioned, in batches of 500 from 4 concurrent writers, like the build
+// stage's workers) and straight through
+// esutil.BulkIndexer, and reports both rates and their ratio.
+//
+//	go test ./e2e -run '^$' -bench ESSinkVsDirectBulk -benchtime 1x -count 1
+func BenchmarkESSinkVsDirectBulk(b *testing.B) {
+	es, k := e2etest.Elasticsearch(b), e2etest.Kafka(b)
+	ctx := context.Background()
+	const n, batch, writers = 20000, 500, 4
+	docs := idxBenchDocs(n, 100)
+	spec := indexer.IndexSpec{Aggregate: "bench", Alias: es.Prefix + "-bench", ZeroReplicas: true,
+		Settings: map[string]any{"number_of_shards": 1}, Mappings: map[string]any{"properties": map[string]any{}}}
+	if _, err := indexer.EnsureIndex(ctx, es.Client, spec); err != nil {
+		b.Fatal(err)
+	}
+	direct := es.Prefix + "-direct"
+	res, err := esapi.IndicesCreateRequest{Index: direct, Body: strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)}.Do(ctx, es.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Body.Close()
+	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: map[string]string{"bench": spec.Alias},
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Partitions: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var sinkTime, directTime time.Duration
+	rounds := 0
+	for ; b.Loop(); rounds++ {
+		for j := range docs {
+			docs[j].Version = uint64(100 + rounds)
+		}
+		start := time.Now()
+		var g errgroup.Group
+		for w := range writers { // build workers, each owning some refs partitions
+			g.Go(func() error {
+				for j := w * batch; j < n; j += writers * batch {
+					if err := s.Write(ctx, docs[j:min(j+batch, n)]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		sinkTime += time.Since(start)
+		start = time.Now()
+		if err := idxDirectBulkLoad(ctx, es, direct, docs); err != nil {
+			b.Fatal(err)
+		}
+		directTime += time.Since(start)
+	}
+	sinkRate := float64(n*rounds) / sinkTime.Seconds()
+	directRate := float64(n*rounds) / directTime.Seconds()
+	b.ReportMetric(sinkRate, "sink-docs/s")
+	b.ReportMetric(directRate, "direct-docs/s")
+	b.ReportMetric(sinkRate/directRate, "ratio")
+}

@@ -1,0 +1,333 @@
+package indexer
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// KafkaSinkConfig configures a KafkaSink. Zero values take the defaults shown.
+type KafkaSinkConfig struct {
+	// Kafka are the client options (brokers, TLS, SASL). Required: at least
+	// kgo.SeedBrokers. The sink adds acks=all and the idempotent producer.
+	Kafka []kgo.Opt
+	// TopicPrefix starts every topic: <prefix>.agg.<aggregate>, <prefix>.dlq. Default: decant.
+	TopicPrefix string
+	// Partitions and ReplicationFactor of the topics the sink creates. Default: 6 and 1.
+	Partitions        int
+	ReplicationFactor int
+	// VersionGuard is how many keys the in-process last-version guard
+	// remembers (least recently written keys are forgotten first). A
+	// document older than the last version this process wrote for its key
+	// is skipped and counted as a conflict. Negative disables the guard.
+	// Default: 100000.
+	VersionGuard int
+	// MaxBufferedRecords bounds the records produced but not yet
+	// acknowledged; Write blocks when it is reached. Default: 10000.
+	MaxBufferedRecords int
+	// Logger receives lifecycle lines and dead-letter events. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the sink's metrics. Default: none.
+	Registerer prometheus.Registerer
+}
+
+func (c *KafkaSinkConfig) defaults() {
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = "decant"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 6
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.VersionGuard == 0 {
+		c.VersionGuard = 100000
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = 10000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *KafkaSinkConfig) validate() error {
+	var errs []error
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("indexer: Kafka client options are required (kafka.brokers)"))
+	}
+	if c.Partitions < 1 || c.ReplicationFactor < 1 {
+		errs = append(errs, errors.New("indexer: partitions and replication factor must be at least 1 (kafka.partitions, kafka.replication_factor)"))
+	}
+	if c.MaxBufferedRecords < 1 {
+		errs = append(errs, errors.New("indexer: MaxBufferedRecords must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// KafkaSink writes documents to the compacted aggregate topics
+// <prefix>.agg.<aggregate>. It is safe for concurrent use.
+type KafkaSink struct {
+	cfg    KafkaSinkConfig
+	log    *slog.Logger
+	met    *metrics
+	stats  stats
+	kafka  *kgo.Client
+	admin  *kadm.Client
+	topics *topicSet
+	guard  *versionGuard
+
+	closeOnce sync.Once
+}
+
+// NewKafkaSink validates cfg and creates the Kafka client. It does no other
+// I/O: topics are created on first use.
+func NewKafkaSink(cfg KafkaSinkConfig) (*KafkaSink, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cl, err := newProducer(cfg.Kafka, cfg.MaxBufferedRecords)
+	if err != nil {
+		return nil, err
+	}
+	admin := kadm.NewClient(cl)
+	return &KafkaSink{
+		cfg: cfg, log: cfg.Logger.With("stage", "index", "sink", sinkKafka), met: newMetrics(cfg.Registerer),
+		kafka: cl, admin: admin,
+		topics: &topicSet{admin: admin, partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
+		guard:  newVersionGuard(cfg.VersionGuard),
+	}, nil
+}
+
+// newProducer returns a client that produces with acks=all and the
+// idempotent producer (franz-go's default once acks=all), keyed records
+// hashed like the Java client so a key always lands on one partition.
+func newProducer(opts []kgo.Opt, maxBuffered int) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedRecords(maxBuffered),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+	}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// Close flushes nothing (Write already waited for its acks) and releases the
+// client. It is idempotent; call it after the last Write returned.
+func (s *KafkaSink) Close() {
+	s.closeOnce.Do(func() { s.kafka.Close() })
+}
+
+// Stats returns the sink's counters.
+func (s *KafkaSink) Stats() Stats { return s.stats.snapshot() }
+
+// Topic returns the aggregate topic of an aggregate: <prefix>.agg.<aggregate>.
+func (s *KafkaSink) Topic(aggregate string) string { return s.cfg.TopicPrefix + ".agg." + aggregate }
+
+// Write produces every document to its aggregate topic, key = the document's
+// ID bytes as given, value = the envelope; a deleted document is followed
+// by a tombstone with the same key. Documents of one key are produced in
+// slice order, so they reach the partition in that order.
+//
+// Write blocks until Kafka acknowledged every record (acks=all). A record
+// Kafka can never take (too large) is written to <prefix>.dlq instead and
+// counted. Any other failure returns an error and the whole batch must be
+// retried: records are idempotent per key (compaction keeps the last), so
+// writing some of them twice is harmless. Safe for concurrent use.
+func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
+	started := time.Now()
+	recs := make([]*kgo.Record, 0, len(docs)+len(docs)/8)
+	owner := make([]int, 0, cap(recs)) // record index → document index
+	var dead []deadLetter
+	for i := range docs {
+		d := &docs[i]
+		if err := checkDocument(d); err != nil {
+			dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Reason: err.Error()})
+			continue
+		}
+		topic := s.Topic(d.Aggregate)
+		if !s.guard.admit(topic, d.ID, d.Version) {
+			s.stats.conflicts.Add(1)
+			s.met.conflicts.WithLabelValues(sinkKafka, d.Aggregate).Inc()
+			s.log.Debug("skipped a document older than one already written", "aggregate", d.Aggregate, "id", string(d.ID), "version", d.Version)
+			continue
+		}
+		if err := s.topics.ensure(ctx, topic, "compact"); err != nil {
+			return err
+		}
+		value, err := encodeEnvelope(d)
+		if err != nil {
+			dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Topic: topic, Reason: err.Error()})
+			continue
+		}
+		headers := []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(d.Version))}}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: d.ID, Value: value, Headers: headers})
+		owner = append(owner, i)
+		if d.Deleted {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: d.ID, Headers: headers})
+			owner = append(owner, i)
+		}
+	}
+	results := s.kafka.ProduceSync(ctx, recs...)
+	var failed error
+	tooLarge := map[int]bool{}
+	for j, r := range results {
+		d := &docs[owner[j]]
+		switch {
+		case r.Err == nil:
+			if r.Record.Value == nil {
+				continue // the tombstone of a deleted document: counted with its envelope
+			}
+			if d.Deleted {
+				s.stats.deleted.Add(1)
+				s.met.docs.WithLabelValues(sinkKafka, d.Aggregate, "delete").Inc()
+			} else {
+				s.stats.written.Add(1)
+				s.met.docs.WithLabelValues(sinkKafka, d.Aggregate, "index").Inc()
+			}
+		case errors.Is(r.Err, kerr.MessageTooLarge) || errors.Is(r.Err, kerr.InvalidRecord):
+			if !tooLarge[owner[j]] {
+				tooLarge[owner[j]] = true
+				dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
+					Topic: r.Record.Topic, Reason: r.Err.Error()})
+			}
+		case failed == nil:
+			failed = fmt.Errorf("produce aggregate %s id %s to %s: %w", d.Aggregate, d.ID, r.Record.Topic, r.Err)
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	if err := s.deadLetters(ctx, dead); err != nil {
+		return err
+	}
+	s.met.latency.WithLabelValues(sinkKafka).Observe(time.Since(started).Seconds())
+	return nil
+}
+
+// deadLetters writes dead letters to <prefix>.dlq and waits for the acks.
+func (s *KafkaSink) deadLetters(ctx context.Context, dead []deadLetter) error {
+	return writeDeadLetters(ctx, s.kafka, s.topics, s.cfg.TopicPrefix+".dlq", dead, func(l *deadLetter) {
+		s.stats.dlq.Add(1)
+		s.met.dlq.WithLabelValues(l.Sink, l.Aggregate).Inc()
+		s.log.Error("document refused; written to the dead-letter topic", "aggregate", l.Aggregate, "id", string(l.ID),
+			"version", l.Version, "topic", l.Topic, "reason", l.Reason)
+	})
+}
+
+// writeDeadLetters produces dead letters keyed by aggregate id and waits for
+// the acks; done is called for each acknowledged one. An error means the
+// batch must be retried.
+func writeDeadLetters(ctx context.Context, cl *kgo.Client, topics *topicSet, topic string, dead []deadLetter, done func(*deadLetter)) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	if err := topics.ensure(ctx, topic, "delete"); err != nil {
+		return err
+	}
+	recs := make([]*kgo.Record, len(dead))
+	for i := range dead {
+		dead[i].Stage = "index"
+		recs[i] = &kgo.Record{Topic: topic, Key: dead[i].ID, Value: dead[i].encode()}
+	}
+	for i, r := range cl.ProduceSync(ctx, recs...) {
+		if r.Err != nil {
+			return fmt.Errorf("write dead letter for aggregate %s id %s to %s: %w", dead[i].Aggregate, dead[i].ID, topic, r.Err)
+		}
+		done(&dead[i])
+	}
+	return nil
+}
+
+// topicSet creates topics once per process.
+type topicSet struct {
+	admin      *kadm.Client
+	partitions int32
+	rf         int16
+	created    sync.Map // topic → struct{}
+}
+
+// ensure creates topic with the given cleanup.policy unless this process
+// already did or it exists.
+func (t *topicSet) ensure(ctx context.Context, topic, cleanup string) error {
+	if _, ok := t.created.Load(topic); ok {
+		return nil
+	}
+	resp, err := t.admin.CreateTopic(ctx, t.partitions, t.rf, map[string]*string{"cleanup.policy": &cleanup}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	t.created.Store(topic, struct{}{})
+	return nil
+}
+
+// versionGuard remembers the last version written per key, for a bounded
+// number of keys (LRU). It is a second line of defence: the caller already
+// writes each key's documents in version order (one refs partition, one
+// worker, builds versioned by a WAL position that only grows).
+type versionGuard struct {
+	mu    sync.Mutex
+	max   int
+	lru   *list.List // front = most recent; values are *guardEntry
+	byKey map[string]*list.Element
+}
+
+type guardEntry struct {
+	key     string
+	version uint64
+}
+
+func newVersionGuard(max int) *versionGuard {
+	if max < 0 {
+		return nil
+	}
+	return &versionGuard{max: max, lru: list.New(), byKey: make(map[string]*list.Element)}
+}
+
+// admit reports whether version may be written for (topic, key): it is not
+// lower than the last version admitted for it. An admitted version is
+// remembered.
+func (g *versionGuard) admit(topic string, key []byte, version uint64) bool {
+	if g == nil {
+		return true
+	}
+	k := topic + "\x00" + string(key)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if el, ok := g.byKey[k]; ok {
+		e := el.Value.(*guardEntry)
+		if version < e.version {
+			return false
+		}
+		e.version = version
+		g.lru.MoveToFront(el)
+		return true
+	}
+	g.byKey[k] = g.lru.PushFront(&guardEntry{key: k, version: version})
+	if g.lru.Len() > g.max {
+		old := g.lru.Back()
+		g.lru.Remove(old)
+		delete(g.byKey, old.Value.(*guardEntry).key)
+	}
+	return true
+}

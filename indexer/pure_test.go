@@ -1,0 +1,236 @@
+package indexer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+func TestDocumentID(t *testing.T) {
+	for _, tc := range []struct{ id, want, err string }{
+		{`{"id":7}`, "7", ""},
+		{`{"id":"abc"}`, "abc", ""},
+		{`{"id":"a \"q\" é"}`, `a "q" é`, ""},
+		{`{"id":12345678901234567890}`, "12345678901234567890", ""},
+		{`{"id":1.50}`, "1.50", ""},
+		{`{"id":true}`, "true", ""},
+		{`{"id":"5b8f0c1e-6a8e-4d43-9f3c-2f5a1b7c9d00"}`, "5b8f0c1e-6a8e-4d43-9f3c-2f5a1b7c9d00", ""},
+		{`{"order_id":7,"line_no":2}`, "[7,2]", ""},
+		{`{ "b" : "x" , "a" : 1 }`, `["x",1]`, ""}, // column order kept, whitespace dropped
+		{`{"a":"x","b":null}`, `["x",null]`, ""},
+		{`{}`, "", "at least one column"},
+		{`{"id":null}`, "", "null"},
+		{`{"id":""}`, "", "empty string"},
+		{`{"id":{"x":1}}`, "", "string, number or boolean"},
+		{`[7]`, "", "JSON object"},
+		{`7`, "", "JSON object"},
+		{`{"id":7} x`, "", "trailing"},
+		{``, "", "JSON object"},
+	} {
+		got, err := DocumentID(json.RawMessage(tc.id))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("DocumentID(%s) error = %v, want one containing %q", tc.id, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("DocumentID(%s) = %q, %v; want %q", tc.id, got, err, tc.want)
+		}
+	}
+}
+
+// TestEnvelopeGolden pins the aggregate topic value (PRODUCT.md §5).
+func TestEnvelopeGolden(t *testing.T) {
+	docs := []wire.Document{
+		{Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 23803720, Deleted: false,
+			Doc: json.RawMessage(`{"id":7,"name":"Ann <ann@example.com>","orders":[{"id":1,"total":19.90}],"big":12345678901234567890}`)},
+		{Aggregate: "customer", ID: json.RawMessage(`{"id":8}`), Version: 0x16B3748, LSN: "0/16B3748", Deleted: true},
+		{Aggregate: "line", ID: json.RawMessage(`{"order_id":7, "line_no":2}`), Version: 1 << 32, Doc: json.RawMessage("{\n  \"qty\": 3\n}")},
+	}
+	var got strings.Builder
+	for i := range docs {
+		b, err := encodeEnvelope(&docs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(b)
+		got.WriteByte('\n')
+	}
+	golden(t, "envelope.golden", got.String())
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (UPDATE_GOLDEN=1 rewrites it):\n got: %s\nwant: %s", path, got, want)
+	}
+}
+
+func TestCheckDocument(t *testing.T) {
+	for _, tc := range []struct {
+		d   wire.Document
+		err string
+	}{
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(`{}`)}, ""},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Deleted: true}, ""},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Deleted: true, Doc: json.RawMessage(`null`)}, ""},
+		{wire.Document{ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(`{}`)}, "no aggregate"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Deleted: true, Doc: json.RawMessage(`{}`)}, "must have doc null"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`)}, "doc is null"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(`{`)}, "not valid JSON"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`7`), Doc: json.RawMessage(`{}`)}, "JSON object"},
+	} {
+		err := checkDocument(&tc.d)
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("checkDocument(%+v) = %v, want %q", tc.d, err, tc.err)
+		}
+	}
+}
+
+func TestEncodeAction(t *testing.T) {
+	idx := wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":7}`), Version: 42, Doc: json.RawMessage("{\"a\":\n1}")}
+	del := wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":7}`), Version: 43, Deleted: true}
+	got := string(encodeAction(&idx, "7", "customers", true)) + string(encodeAction(&del, "7", "customers", true)) +
+		string(encodeAction(&idx, `["x",1]`, "customers_0badf00d", false))
+	want := `{"index":{"_index":"customers","_id":"7","version":42,"version_type":"external_gte","require_alias":true}}
+{"a":1}
+{"delete":{"_index":"customers","_id":"7","version":43,"version_type":"external_gte"}}
+{"index":{"_index":"customers_0badf00d","_id":"[\"x\",1]","version":42,"version_type":"external_gte"}}
+{"a":1}
+`
+	if got != want {
+		t.Errorf("bulk body:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	e := func(typ string) *bulkError { return &bulkError{Type: typ, Reason: "r"} }
+	for _, tc := range []struct {
+		del  bool
+		it   bulkItem
+		want outcome
+	}{
+		{false, bulkItem{Status: 201, Result: "created"}, outcomeOK},
+		{false, bulkItem{Status: 200, Result: "updated"}, outcomeOK},
+		{true, bulkItem{Status: 200, Result: "deleted"}, outcomeOK},
+		{true, bulkItem{Status: 404, Result: "not_found"}, outcomeOK},
+		{false, bulkItem{Status: 409, Error: e("version_conflict_engine_exception")}, outcomeConflict},
+		{true, bulkItem{Status: 409, Error: e("version_conflict_engine_exception")}, outcomeConflict},
+		{false, bulkItem{Status: 429, Error: e("es_rejected_execution_exception")}, outcomeRetry},
+		{false, bulkItem{Status: 503, Error: e("unavailable_shards_exception")}, outcomeRetry},
+		{false, bulkItem{Status: 403, Error: e("cluster_block_exception")}, outcomeRetry},
+		{false, bulkItem{Status: 404, Error: e("index_not_found_exception")}, outcomeRetry},
+		{true, bulkItem{Status: 404, Error: e("index_not_found_exception")}, outcomeRetry},
+		{false, bulkItem{Status: 400, Error: e("mapper_parsing_exception")}, outcomeReject},
+		{false, bulkItem{Status: 400, Error: e("strict_dynamic_mapping_exception")}, outcomeReject},
+		{false, bulkItem{Status: 400, Error: e("illegal_argument_exception")}, outcomeReject},
+	} {
+		if got := classify(tc.del, tc.it); got != tc.want {
+			t.Errorf("classify(delete=%v, %+v) = %d, want %d", tc.del, tc.it, got, tc.want)
+		}
+	}
+}
+
+func TestParseBulkResponse(t *testing.T) {
+	body := `{"took":3,"errors":true,"items":[
+		{"index":{"_index":"c_1","_id":"1","status":201,"result":"created"}},
+		{"index":{"_index":"c_1","_id":"2","status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse field [n]","caused_by":{"type":"illegal_argument_exception","reason":"For input string: \"abc\""}}}},
+		{"delete":{"_index":"c_1","_id":"9","status":404,"result":"not_found"}}]}`
+	items, err := parseBulkResponse([]byte(body), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items[0].Status != 201 || items[2].Result != "not_found" {
+		t.Errorf("items = %+v", items)
+	}
+	if got, want := items[1].Error.String(), `mapper_parsing_exception: failed to parse field [n] (caused by illegal_argument_exception: For input string: "abc")`; got != want {
+		t.Errorf("reason = %s, want %s", got, want)
+	}
+	if _, err := parseBulkResponse([]byte(body), 4); err == nil {
+		t.Error("item count mismatch not detected")
+	}
+}
+
+func TestVersionGuard(t *testing.T) {
+	g := newVersionGuard(2)
+	steps := []struct {
+		key     string
+		version uint64
+		want    bool
+	}{
+		{"a", 5, true}, {"a", 4, false}, {"a", 5, true}, {"a", 6, true},
+		{"b", 1, true}, {"c", 1, true}, // a is evicted: the guard is bounded
+		{"a", 1, true}, {"c", 0, false},
+	}
+	for i, s := range steps {
+		if got := g.admit("t", []byte(s.key), s.version); got != s.want {
+			t.Errorf("step %d: admit(%s, %d) = %v, want %v", i, s.key, s.version, got, s.want)
+		}
+	}
+	if !newVersionGuard(-1).admit("t", []byte("a"), 0) {
+		t.Error("a disabled guard must admit everything")
+	}
+}
+
+func TestIndexSpec(t *testing.T) {
+	s := IndexSpec{Aggregate: "customer", Alias: "customers",
+		Settings: map[string]any{"number_of_shards": 1},
+		Mappings: map[string]any{"properties": map[string]any{"id": map[string]any{"type": "long"}, "name": map[string]any{"type": "text"}}}}
+	h := s.Hash()
+	if len(h) != 8 || s.IndexName() != "customers_"+h || s.NextAlias() != "customers-next" {
+		t.Fatalf("hash %q, index %q, next %q", h, s.IndexName(), s.NextAlias())
+	}
+	r := s
+	r.Settings = map[string]any{"number_of_shards": 1, "number_of_replicas": 2}
+	r.ZeroReplicas = true
+	if r.Hash() != h {
+		t.Error("the replica count must not change the hash: it can change on a live index")
+	}
+	m := s
+	m.Mappings = map[string]any{"properties": map[string]any{"id": map[string]any{"type": "keyword"}, "name": map[string]any{"type": "text"}}}
+	if m.Hash() == h {
+		t.Error("a mapping change must change the hash")
+	}
+	var body struct {
+		Settings map[string]any `json:"settings"`
+		Mappings map[string]any `json:"mappings"`
+	}
+	z := s
+	z.ZeroReplicas = true
+	_ = json.Unmarshal(z.body(), &body)
+	if body.Settings["number_of_replicas"] != float64(0) || body.Mappings["_meta"].(map[string]any)["decant_hash"] != h {
+		t.Errorf("body = %s", z.body())
+	}
+	_ = json.Unmarshal(r.body(), &body)
+	if body.Settings["number_of_replicas"] != float64(2) {
+		t.Errorf("ZeroReplicas must not override the settings' replicas: %s", r.body())
+	}
+}
+
+func TestDeadLetterEncode(t *testing.T) {
+	l := deadLetter{Stage: "index", Sink: sinkES, Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 42,
+		Index: "customers", Status: 400, Reason: "mapper_parsing_exception: x"}
+	want := `{"stage":"index","sink":"elasticsearch","aggregate":"customer","id":{"id":7},"version":42,"index":"customers","status":400,"reason":"mapper_parsing_exception: x"}`
+	if got := string(l.encode()); got != want {
+		t.Errorf("dead letter\n got %s\nwant %s", got, want)
+	}
+	bad := deadLetter{Stage: "index", Sink: sinkKafka, Aggregate: "c", ID: json.RawMessage(`{"id":`), Reason: "r"}
+	if !json.Valid(bad.encode()) {
+		t.Errorf("a dead letter for an invalid id must still be JSON: %s", bad.encode())
+	}
+}

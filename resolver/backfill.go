@@ -1,0 +1,213 @@
+package resolver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// BackfillOptions tune Backfill.
+type BackfillOptions struct {
+	// Progress, when set, is called after every page of ids with the number
+	// enqueued so far and the estimated total (pg_class.reltuples, or
+	// count(*) when the table was never analyzed).
+	Progress func(done, total int64)
+	// PageSize is how many ids one keyset query reads. Default: 10000.
+	PageSize int
+	// Index is copied into every ref (a reindex building into one concrete
+	// index). Default: "" (every sink).
+	Index string
+}
+
+// Backfilled says what a Backfill enqueued and where the refs topic ended
+// afterwards: once the build stage's group has committed Ends, every
+// document is written (WaitBuilt).
+type Backfilled struct {
+	Aggregate string
+	Count     int64
+	// Starts and Ends are the refs topic's end offsets per partition
+	// before the first ref and after the last was acknowledged.
+	Starts, Ends map[int32]int64
+}
+
+// Backfill enqueues a ref for every root id of aggregate into its refs
+// topic (Ref.Backfill = true, no xid), reading ids with keyset pagination
+// and producing them as they come, with bounded memory. It returns once
+// Kafka has acknowledged every ref. The build stage (in this process or
+// another) then builds them; WaitBuilt waits for that.
+func Backfill(ctx context.Context, cfg Config, db *pgxpool.Pool, model *mappings.Model, aggregate string, opts BackfillOptions) (*Backfilled, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := model.Aggregate(aggregate)
+	if a == nil {
+		return nil, fmt.Errorf("resolver: no aggregate %q in the mappings", aggregate)
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 10_000
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, cfg.Kafka...), producerOpts(cfg.MaxBufferedRefs)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := RefsTopic(cfg.TopicPrefix, a.Name)
+	if err := ensureTopic(ctx, adm, topic, cfg.Partitions, cfg.ReplicationFactor, refsTopicConfig(cfg.RefsRetention)); err != nil {
+		return nil, err
+	}
+	res := &Backfilled{Aggregate: a.Name}
+	if res.Starts, err = allEndOffsets(ctx, adm, topic); err != nil {
+		return nil, err
+	}
+	total, err := estimateRows(ctx, db, a.Table)
+	if err != nil {
+		return nil, err
+	}
+	value, err := json.Marshal(wire.Ref{Aggregate: a.Name, CommitLSN: wire.FormatLSN(0), Backfill: true, Index: opts.Index})
+	if err != nil {
+		return nil, err
+	}
+	var ack acks
+	err = rootIDs(ctx, db, a, opts.PageSize, func(key []byte) error {
+		if err := ack.first(); err != nil {
+			return err
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, ack.promise)
+		res.Count++
+		if opts.Progress != nil && res.Count%int64(opts.PageSize) == 0 {
+			opts.Progress(res.Count, max(total, res.Count))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("flush refs: %w", err)
+	}
+	if err := ack.first(); err != nil {
+		return nil, err
+	}
+	if opts.Progress != nil {
+		opts.Progress(res.Count, res.Count)
+	}
+	if res.Ends, err = allEndOffsets(ctx, adm, topic); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// WaitBuilt blocks until the build stage's consumer group has committed
+// the refs topic up to b.Ends — that is, until every document the
+// backfill asked for has been accepted by the sinks. It works across
+// processes: it only reads committed offsets. progress, when set, gets
+// the refs built so far and the refs to build (counted from b.Starts).
+func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(done, total int64)) error {
+	cfg.defaults()
+	cl, err := kgo.NewClient(cfg.Kafka...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := RefsTopic(cfg.TopicPrefix, b.Aggregate)
+	group := cfg.Group + ".build"
+	var total int64
+	for p, end := range b.Ends {
+		total += end - b.Starts[p]
+	}
+	for {
+		offs, err := adm.FetchOffsetsForTopics(ctx, group, topic)
+		if err != nil {
+			return fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
+		}
+		var done int64
+		complete := true
+		for p, end := range b.Ends {
+			committed := int64(-1)
+			if o, ok := offs.Lookup(topic, p); ok && o.Err == nil {
+				committed = o.At
+			}
+			if committed < end {
+				complete = false
+			}
+			done += max(0, min(committed, end)-b.Starts[p])
+		}
+		if progress != nil {
+			progress(done, total)
+		}
+		if complete {
+			return nil
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// NeedsBackfill reports whether aggregate has no documents yet: its
+// aggregate topic is missing or empty. `decant run` backfills such
+// aggregates on start.
+func NeedsBackfill(ctx context.Context, cfg Config, aggregate string) (bool, error) {
+	cfg.defaults()
+	cl, err := kgo.NewClient(cfg.Kafka...)
+	if err != nil {
+		return false, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	ends, err := endOffsets(ctx, kadm.NewClient(cl), AggregateTopic(cfg.TopicPrefix, aggregate))
+	if err != nil {
+		return false, err
+	}
+	return len(ends) == 0, nil
+}
+
+// allEndOffsets returns the end offset of every partition of topic.
+func allEndOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var lerr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			lerr = errors.Join(lerr, fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err))
+			return
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out, lerr
+}
+
+// estimateRows estimates the rows of a table from the planner statistics,
+// counting them when the table was never analyzed.
+func estimateRows(ctx context.Context, db *pgxpool.Pool, t mappings.TableName) (int64, error) {
+	var n float64
+	if err := db.QueryRow(ctx, `SELECT reltuples::float8 FROM pg_class WHERE oid = $1::regclass`, t.Sanitize()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("estimate rows of %s: %w", t, err)
+	}
+	if n >= 0 {
+		return int64(n), nil
+	}
+	var c int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+t.Sanitize()).Scan(&c); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", t, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,367 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// Builder is the build stage: it consumes <prefix>.refs.<aggregate> in the
+// consumer group <Group>.build, builds the documents of each batch of ids
+// with the aggregate's Build statement, hands them to the Sink and only
+// then commits the refs' offsets. Create it with NewBuilder, run it with Run.
+type Builder struct {
+	cfg     Config
+	model   *mappings.Model
+	db      *pgxpool.Pool
+	sink    Sink
+	log     *slog.Logger
+	met     *buildMetrics
+	aggs    []*mappings.Aggregate
+	byTopic map[string]*mappings.Aggregate
+
+	closeOnce sync.Once
+}
+
+// NewBuilder validates cfg. It does no I/O. db must carry SessionParams
+// (see NewPool); sink receives every built document (use Sinks for several).
+func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) (*Builder, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if model == nil || db == nil || sink == nil {
+		return nil, errors.New("resolver: NewBuilder needs a model, a database pool and a sink")
+	}
+	aggs, err := selectAggregates(model, cfg.Aggregates)
+	if err != nil {
+		return nil, err
+	}
+	b := &Builder{cfg: cfg, model: model, db: db, sink: sink, aggs: aggs, byTopic: map[string]*mappings.Aggregate{},
+		log: cfg.Logger.With("stage", "build", "group", cfg.Group+".build"), met: newBuildMetrics(cfg.Registerer)}
+	for _, a := range aggs {
+		b.byTopic[RefsTopic(cfg.TopicPrefix, a.Name)] = a
+	}
+	return b, nil
+}
+
+// Close is idempotent. Run releases its clients itself.
+func (b *Builder) Close() { b.closeOnce.Do(func() {}) }
+
+// Run consumes refs and builds documents until ctx is cancelled. A batch
+// that fails (database, sink or Kafka error, transactions not visible in
+// time) is not committed: the session restarts and builds it again.
+func (b *Builder) Run(ctx context.Context) error {
+	b.log.Info("build stage starting", "aggregates", len(b.aggs))
+	return runSessions(ctx, b.log, b.session)
+}
+
+func (b *Builder) session(ctx context.Context) error {
+	topics := make([]string, 0, len(b.byTopic))
+	for t := range b.byTopic {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	opts := append(append([]kgo.Opt{}, b.cfg.Kafka...),
+		kgo.ConsumerGroup(b.cfg.Group+".build"),
+		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer func() {
+		cl.AllowRebalance()
+		cl.Close()
+	}()
+	adm := kadm.NewClient(cl)
+	for _, t := range topics {
+		if err := ensureTopic(ctx, adm, t, b.cfg.Partitions, b.cfg.ReplicationFactor, refsTopicConfig(b.cfg.RefsRetention)); err != nil {
+			return err
+		}
+	}
+	var refs, docs int64
+	lastLog := time.Now()
+	for {
+		fs := cl.PollRecords(ctx, b.cfg.BatchSize*b.cfg.Workers)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		n, err := b.handle(ctx, recs)
+		if err != nil {
+			if errors.Is(err, errNotVisible) {
+				b.met.invisible.Inc()
+			}
+			return err
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return fmt.Errorf("commit offsets: %w", err)
+		}
+		cl.AllowRebalance()
+		refs += int64(len(recs))
+		docs += n
+		if time.Since(lastLog) > 10*time.Second {
+			b.log.Info("build progress", "refs", refs, "documents", docs)
+			lastLog = time.Now()
+		}
+	}
+}
+
+// work is the coalesced refs of one partition of one polled batch.
+type work struct {
+	agg  *mappings.Aggregate
+	keys *coalesced
+}
+
+// coalesced holds distinct keys in first-seen order and the distinct xids
+// of the refs that named them.
+type coalesced struct {
+	index map[string]bool
+	keys  [][]byte
+	xids  map[string][]uint32 // key → xids (deduplicated)
+}
+
+func newCoalesced() *coalesced {
+	return &coalesced{index: map[string]bool{}, xids: map[string][]uint32{}}
+}
+
+func (c *coalesced) add(key []byte, ref wire.Ref) {
+	k := string(key)
+	if !c.index[k] {
+		c.index[k] = true
+		c.keys = append(c.keys, key)
+	}
+	if ref.XID != 0 && !slices.Contains(c.xids[k], ref.XID) {
+		c.xids[k] = append(c.xids[k], ref.XID)
+	}
+}
+
+// xidsOf returns the distinct xids of keys.
+func (c *coalesced) xidsOf(keys [][]byte) []uint32 {
+	var out []uint32
+	for _, k := range keys {
+		for _, x := range c.xids[string(k)] {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+// handle builds one polled batch: partitions concurrently (at most
+// Workers), each partition's ids in order, chunk after chunk. It returns
+// the number of documents written once the sink accepted all of them.
+func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error) {
+	type tp struct {
+		topic string
+		part  int32
+	}
+	byPart := map[tp]*work{}
+	var order []tp
+	for _, r := range recs {
+		a := b.byTopic[r.Topic]
+		if a == nil || r.Value == nil {
+			continue
+		}
+		var ref wire.Ref
+		if err := json.Unmarshal(r.Value, &ref); err != nil {
+			b.log.Error("refs record is not a ref; building its key anyway", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+		}
+		b.met.refs.WithLabelValues(a.Name).Inc()
+		k := tp{r.Topic, r.Partition}
+		w := byPart[k]
+		if w == nil {
+			w = &work{agg: a, keys: newCoalesced()}
+			byPart[k] = w
+			order = append(order, k)
+		}
+		w.keys.add(r.Key, ref)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		n     int64
+		sem   = make(chan struct{}, b.cfg.Workers)
+	)
+	for _, k := range order {
+		w := byPart[k]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			written, err := b.buildPartition(ctx, w)
+			mu.Lock()
+			defer mu.Unlock()
+			n += written
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	return n, first
+}
+
+func (b *Builder) buildPartition(ctx context.Context, w *work) (int64, error) {
+	var n int64
+	for chunk := range slices.Chunk(w.keys.keys, b.cfg.BatchSize) {
+		started := time.Now()
+		docs, err := build(ctx, b.db, w.agg, chunk, w.keys.xidsOf(chunk), b.cfg.VisibilityTimeout, b.log)
+		if err != nil {
+			return n, err
+		}
+		b.met.statements.Observe(time.Since(started).Seconds())
+		started = time.Now()
+		if err := b.sink.Write(ctx, docs); err != nil {
+			return n, fmt.Errorf("aggregate %s: sink: %w", w.agg.Name, err)
+		}
+		b.met.writes.Observe(time.Since(started).Seconds())
+		for _, d := range docs {
+			if d.Deleted {
+				b.met.docs.WithLabelValues(w.agg.Name, "deleted").Inc()
+			} else {
+				b.met.docs.WithLabelValues(w.agg.Name, "built").Inc()
+			}
+		}
+		n += int64(len(docs))
+	}
+	return n, nil
+}
+
+// parseKey returns the id values of an aggregate key ({"id":7}) in id order.
+func parseKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(key, &m); err != nil {
+		return nil, fmt.Errorf("aggregate %s: key %.100s is not a JSON object: %w", a.Name, key, err)
+	}
+	vals := make([]json.RawMessage, len(a.ID))
+	for i, c := range a.ID {
+		v, ok := m[c]
+		v = bytes.TrimSpace(v)
+		if !ok || len(v) == 0 || string(v) == "null" {
+			return nil, fmt.Errorf("aggregate %s: key %.100s has no value for id column %q", a.Name, key, c)
+		}
+		vals[i] = v
+	}
+	if len(m) != len(a.ID) {
+		return nil, fmt.Errorf("aggregate %s: key %.100s has %d members, want the id columns %v", a.Name, key, len(m), a.ID)
+	}
+	return vals, nil
+}
+
+// build builds the documents of keys (at most one statement's worth) in
+// one snapshot in which every xid is visible. It returns one document per
+// distinct key, in the order given: ids without a row are Deleted. A key
+// that cannot be parsed is logged and skipped: no build can ever succeed
+// for it.
+func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys [][]byte, xids []uint32, visibility time.Duration, log *slog.Logger) ([]wire.Document, error) {
+	canon := make([][]byte, 0, len(keys))
+	vals := make([][]json.RawMessage, 0, len(keys))
+	for _, k := range keys {
+		v, err := parseKey(a, k)
+		if err != nil {
+			log.Error("ref key is not an id of its aggregate; skipped", "aggregate", a.Name, "err", err)
+			continue
+		}
+		canon = append(canon, idKey(a, v))
+		vals = append(vals, v)
+	}
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	args, err := a.Build.Args(vals)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate %s: %w", a.Name, err)
+	}
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate %s: acquire connection: %w", a.Name, err)
+	}
+	defer conn.Release()
+	snap, err := openSnapshot(ctx, conn, xids, visibility)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate %s: %w", a.Name, err)
+	}
+	defer snap.tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	rows, err := snap.tx.Query(ctx, a.Build.SQL, args...)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+	}
+	n := len(a.ID)
+	built := make(map[string]json.RawMessage, len(vals))
+	var extra [][]byte // built ids whose encoding differs from every requested key
+	idv := make([][]byte, n)
+	var doc []byte
+	dest := make([]any, n+1)
+	for i := range idv {
+		dest[i] = &idv[i]
+	}
+	dest[n] = &doc
+	requested := make(map[string]bool, len(canon))
+	for _, k := range canon {
+		requested[string(k)] = true
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+		}
+		raw := make([]json.RawMessage, n)
+		for i := range idv {
+			raw[i] = append(json.RawMessage(nil), idv[i]...)
+		}
+		k := idKey(a, raw)
+		built[string(k)] = append(json.RawMessage(nil), doc...)
+		if !requested[string(k)] {
+			extra = append(extra, k)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+	}
+	lsn := wire.FormatLSN(snap.lsn)
+	docs := make([]wire.Document, 0, len(canon)+len(extra))
+	seen := make(map[string]bool, len(canon))
+	for _, k := range append(canon, extra...) {
+		if seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
+		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
+		if doc, ok := built[string(k)]; ok {
+			d.Doc = doc
+		} else {
+			d.Deleted = true
+		}
+		docs = append(docs, d)
+	}
+	return docs, nil
+}

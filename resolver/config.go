@@ -1,0 +1,117 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/mappings"
+)
+
+// Config configures the map and build stages and backfills. Zero values
+// take the defaults shown.
+type Config struct {
+	// Kafka are the client options (brokers, TLS, SASL). Required: at
+	// least kgo.SeedBrokers.
+	Kafka []kgo.Opt
+	// TopicPrefix starts every topic: <prefix>.raw.…, <prefix>.refs.…,
+	// <prefix>.agg.…. Default: decant.
+	TopicPrefix string
+	// Group is the consumer group prefix: the map stage joins
+	// <Group>.map, the build stage <Group>.build. Default: TopicPrefix.
+	Group string
+	// Partitions and ReplicationFactor of the topics the resolver creates
+	// (refs topics; raw topics the streamer has not created yet). Default: 6 and 1.
+	Partitions        int
+	ReplicationFactor int
+	// RefsRetention is the retention.ms of refs topics (a work queue, not
+	// compacted). Default: 7 days.
+	RefsRetention time.Duration
+	// BatchSize bounds the changes (map) or ids (build) one SQL statement
+	// handles. Default: 500.
+	BatchSize int
+	// MaxBufferedRefs bounds the refs produced but not yet acknowledged;
+	// a fan-out to millions of ids blocks on it (backpressure). Default: 10000.
+	MaxBufferedRefs int
+	// Workers is how many partitions of one polled batch the build stage
+	// builds concurrently. Default: 4.
+	Workers int
+	// Aggregates restricts the stages to these aggregate names. Default: all.
+	Aggregates []string
+	// VisibilityTimeout is how long a build waits for the transactions
+	// that triggered it to become visible before the batch is retried
+	// from Kafka. Default: 30s.
+	VisibilityTimeout time.Duration
+	// Logger receives lifecycle and progress lines. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the stage metrics. Default: none.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) defaults() {
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = "decant"
+	}
+	if c.Group == "" {
+		c.Group = c.TopicPrefix
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 6
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.RefsRetention == 0 {
+		c.RefsRetention = 7 * 24 * time.Hour
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.MaxBufferedRefs == 0 {
+		c.MaxBufferedRefs = 10000
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.VisibilityTimeout == 0 {
+		c.VisibilityTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("resolver: Kafka client options are required (kafka.brokers)"))
+	}
+	if c.Partitions < 1 || c.ReplicationFactor < 1 {
+		errs = append(errs, errors.New("resolver: partitions and replication factor must be at least 1 (kafka.partitions, kafka.replication_factor)"))
+	}
+	if c.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("resolver: batch size must be at least 1, got %d (resolver.batch_size)", c.BatchSize))
+	}
+	if c.MaxBufferedRefs < 1 || c.Workers < 1 {
+		errs = append(errs, errors.New("resolver: MaxBufferedRefs and Workers must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// RefsTopic is the refs topic of an aggregate: <prefix>.refs.<aggregate>.
+func RefsTopic(prefix, aggregate string) string { return prefix + ".refs." + aggregate }
+
+// AggregateTopic is the aggregate topic the indexer writes:
+// <prefix>.agg.<aggregate>.
+func AggregateTopic(prefix, aggregate string) string { return prefix + ".agg." + aggregate }
+
+// rawTopic is the streamer's raw topic of a table,
+// <prefix>.raw.<schema>.<table>. Stages meet only in Kafka, so the name is
+// spelled here too; a test checks it equals streamer.RawTopic.
+func rawTopic(prefix string, t mappings.TableName) string {
+	return prefix + ".raw." + t.Schema + "." + t.Name
+}

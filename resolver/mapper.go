@@ -1,0 +1,342 @@
+package resolver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// maxSeen bounds the per-batch set used to drop duplicate refs produced by
+// lookups and truncations; past it, duplicates go through (the build stage
+// coalesces them again) and memory stays bounded.
+const maxSeen = 100_000
+
+// Mapper is the map stage: it consumes the raw topics of every mapped
+// table in the consumer group <Group>.map, resolves each batch of changes
+// to the aggregate ids it affects, and produces one ref per id to
+// <prefix>.refs.<aggregate>. Create it with NewMapper, run it with Run.
+type Mapper struct {
+	cfg     Config
+	model   *mappings.Model
+	db      *pgxpool.Pool
+	log     *slog.Logger
+	met     *mapMetrics
+	planner *planner
+	aggs    []*mappings.Aggregate
+	topics  []string // raw topics consumed
+
+	closeOnce sync.Once
+}
+
+// NewMapper validates cfg. It does no I/O. db must carry SessionParams
+// (see NewPool).
+func NewMapper(cfg Config, model *mappings.Model, db *pgxpool.Pool) (*Mapper, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if model == nil || db == nil {
+		return nil, errors.New("resolver: NewMapper needs a model and a database pool")
+	}
+	aggs, err := selectAggregates(model, cfg.Aggregates)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	tables := map[mappings.TableName]bool{}
+	for _, a := range aggs {
+		want[a.Name] = true
+		for _, r := range a.Routes {
+			tables[r.Table] = true
+		}
+	}
+	var topics []string
+	for t := range tables {
+		topics = append(topics, rawTopic(cfg.TopicPrefix, t))
+	}
+	slices.Sort(topics)
+	return &Mapper{
+		cfg: cfg, model: model, db: db, aggs: aggs, topics: topics,
+		log:     cfg.Logger.With("stage", "map", "group", cfg.Group+".map"),
+		met:     newMapMetrics(cfg.Registerer),
+		planner: &planner{model: model, want: func(a string) bool { return want[a] }},
+	}, nil
+}
+
+func selectAggregates(model *mappings.Model, names []string) ([]*mappings.Aggregate, error) {
+	if len(names) == 0 {
+		return model.Aggregates, nil
+	}
+	var out []*mappings.Aggregate
+	for _, n := range names {
+		a := model.Aggregate(n)
+		if a == nil {
+			return nil, fmt.Errorf("resolver: no aggregate %q in the mappings", n)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Close is idempotent. Run releases its clients itself; Close exists for
+// the lifecycle every stage shares.
+func (m *Mapper) Close() { m.closeOnce.Do(func() {}) }
+
+// Run consumes and resolves until ctx is cancelled. A failed batch
+// (database or Kafka error) is not committed: the session restarts after
+// a backoff and consumes it again. Run returns nil on cancellation.
+func (m *Mapper) Run(ctx context.Context) error {
+	m.log.Info("map stage starting", "topics", len(m.topics), "aggregates", len(m.aggs))
+	return runSessions(ctx, m.log, m.session)
+}
+
+func (m *Mapper) session(ctx context.Context) error {
+	opts := append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...)
+	opts = append(opts,
+		kgo.ConsumerGroup(m.cfg.Group+".map"),
+		kgo.ConsumeTopics(m.topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer func() {
+		cl.AllowRebalance()
+		cl.Close()
+	}()
+	adm := kadm.NewClient(cl)
+	for _, a := range m.aggs {
+		if err := ensureTopic(ctx, adm, RefsTopic(m.cfg.TopicPrefix, a.Name), m.cfg.Partitions, m.cfg.ReplicationFactor, refsTopicConfig(m.cfg.RefsRetention)); err != nil {
+			return err
+		}
+	}
+	// Raw topics appear when the streamer first writes to them; creating
+	// them here (as the streamer would) lets the group assign them at once.
+	for _, t := range m.topics {
+		if err := ensureTopic(ctx, adm, t, m.cfg.Partitions, m.cfg.ReplicationFactor, rawTopicConfig); err != nil {
+			return err
+		}
+	}
+	var total, refs int64
+	lastLog := time.Now()
+	for {
+		fs := cl.PollRecords(ctx, m.cfg.BatchSize)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		started := time.Now()
+		n, err := m.handle(ctx, cl, recs)
+		if err != nil {
+			return err
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return fmt.Errorf("commit offsets: %w", err)
+		}
+		cl.AllowRebalance()
+		m.met.batches.Observe(time.Since(started).Seconds())
+		total += int64(len(recs))
+		refs += n
+		if time.Since(lastLog) > 10*time.Second {
+			m.log.Info("map progress", "records", total, "refs", refs)
+			lastLog = time.Now()
+		}
+	}
+}
+
+// fetchErr returns the first fetch error that is not a cancellation.
+// franz-go retries retriable errors itself; what it reports is worth a
+// session restart.
+func fetchErr(fs kgo.Fetches) error {
+	var first error
+	fs.EachError(func(t string, p int32, err error) {
+		if first == nil && !errors.Is(err, context.Canceled) {
+			first = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+		}
+	})
+	return first
+}
+
+// handle resolves one batch and produces its refs; it returns once Kafka
+// acknowledged every one of them, with their number.
+func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (int64, error) {
+	changes := make([]*wire.Change, 0, len(recs))
+	for _, r := range recs {
+		if r.Value == nil {
+			continue // tombstone after a delete
+		}
+		ch := new(wire.Change)
+		if err := json.Unmarshal(r.Value, ch); err != nil {
+			m.met.bad.Inc()
+			m.log.Error("raw record is not a change event; skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		changes = append(changes, ch)
+		m.met.changes.WithLabelValues(ch.Schema + "." + ch.Table).Inc()
+	}
+	p, err := m.planner.plan(changes)
+	if err != nil {
+		return 0, err
+	}
+	m.met.skipped.Add(float64(p.skipped))
+	out := &refWriter{cl: cl, prefix: m.cfg.TopicPrefix, seen: map[string]struct{}{}, met: m.met}
+	for _, kr := range p.direct.refs {
+		if err := out.produce(ctx, kr.Aggregate, kr.Key, kr.Ref); err != nil {
+			return 0, err
+		}
+	}
+	if len(p.lookups) > 0 || len(p.truncated) > 0 {
+		if err := m.resolveInDB(ctx, p, out); err != nil {
+			return 0, err
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return 0, fmt.Errorf("flush refs: %w", err)
+	}
+	if err := out.acks.first(); err != nil {
+		return 0, err
+	}
+	return out.n, nil
+}
+
+// resolveInDB runs the batch's lookups and truncation rebuilds in one
+// snapshot in which every transaction of the batch is visible.
+func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error {
+	conn, err := m.db.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	snap, err := openSnapshot(ctx, conn, p.xids, m.cfg.VisibilityTimeout)
+	if err != nil {
+		return err
+	}
+	defer snap.tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	for _, lb := range p.lookups {
+		if err := m.lookup(ctx, snap, lb, out); err != nil {
+			return err
+		}
+	}
+	for _, tr := range p.truncated {
+		a := tr.aggregate
+		ref := withAggregate(tr.cause.ref, a.Name)
+		m.log.Info("table truncated: rebuilding every document", "aggregate", a.Name, "table", ref.Table, "lsn", ref.CommitLSN, "root", tr.root)
+		produce := func(key []byte) error { return out.produce(ctx, a.Name, key, ref) }
+		if err := rootIDs(ctx, snap.tx, a, 10_000, produce); err != nil {
+			return err
+		}
+		if tr.root {
+			// Documents whose roots are gone: every id that has one.
+			if err := scanKeys(ctx, m.cfg.Kafka, AggregateTopic(m.cfg.TopicPrefix, a.Name), produce); err != nil {
+				return fmt.Errorf("aggregate %s: read document ids: %w", a.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// lookup runs one route's lookup for the batch's From tuples, BatchSize
+// tuples per statement, producing refs as rows stream in.
+func (m *Mapper) lookup(ctx context.Context, snap *snapshot, lb *lookupBatch, out *refWriter) error {
+	r := lb.route
+	a := m.model.Aggregate(r.Aggregate)
+	ref := withAggregate(lb.cause.ref, a.Name)
+	n := len(a.ID)
+	for chunk := range slices.Chunk(lb.tuples, m.cfg.BatchSize) {
+		started := time.Now()
+		args, err := r.Lookup.Args(chunk)
+		if err != nil {
+			return fmt.Errorf("aggregate %s, route %s: %w", a.Name, r.Path, err)
+		}
+		rows, err := snap.tx.Query(ctx, r.Lookup.SQL, args...)
+		if err != nil {
+			return fmt.Errorf("aggregate %s, route %s: lookup: %w", a.Name, r.Path, err)
+		}
+		vals := make([][]byte, n)
+		dest := make([]any, n)
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return fmt.Errorf("aggregate %s, route %s: lookup: %w", a.Name, r.Path, err)
+			}
+			raw := make([]json.RawMessage, n)
+			for i := range vals {
+				raw[i] = append(json.RawMessage(nil), vals[i]...)
+			}
+			if err := out.produce(ctx, a.Name, idKey(a, raw), ref); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("aggregate %s, route %s: lookup: %w", a.Name, r.Path, err)
+		}
+		m.met.lookups.Observe(time.Since(started).Seconds())
+	}
+	return nil
+}
+
+// refWriter produces refs of one batch, dropping duplicates while its
+// bounded seen-set has room. Produce blocks when the client buffers
+// MaxBufferedRefs unacknowledged records.
+type refWriter struct {
+	cl     *kgo.Client
+	prefix string
+	seen   map[string]struct{}
+	acks   acks
+	n      int64
+	met    *mapMetrics
+}
+
+func (w *refWriter) produce(ctx context.Context, aggregate string, key []byte, ref wire.Ref) error {
+	k := aggregate + "\x00" + string(key)
+	if _, dup := w.seen[k]; dup {
+		return nil
+	}
+	if len(w.seen) < maxSeen {
+		w.seen[k] = struct{}{}
+	}
+	if err := w.acks.first(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	value, err := json.Marshal(ref)
+	if err != nil {
+		return err
+	}
+	rec := &kgo.Record{Topic: RefsTopic(w.prefix, aggregate), Key: key, Value: value,
+		Headers: []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(ref.CommitLSN)}}}
+	w.cl.Produce(ctx, rec, w.acks.promise)
+	w.n++
+	w.met.refs.WithLabelValues(aggregate).Inc()
+	return nil
+}

@@ -1,0 +1,283 @@
+package resolver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// This file is the pure core of the map stage: from decoded change events
+// to the refs they cause, without I/O. Lookups that need the database are
+// collected (lookupBatch) and run by the Mapper.
+
+// image is a decoded before or after image: column name → value encoded as
+// to_jsonb encodes it. A nil image means "not available".
+type image map[string]json.RawMessage
+
+// decodeImage decodes a before or after image; JSON null or absent gives nil.
+func decodeImage(raw json.RawMessage) (image, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var img image
+	if err := json.Unmarshal(raw, &img); err != nil {
+		return nil, fmt.Errorf("image is not a JSON object: %w", err)
+	}
+	return img, nil
+}
+
+// watchChanged reports whether an update changed any of the watched
+// columns. A column missing from either image (a before image limited to
+// the replica identity, or no before image at all) counts as changed —
+// unless it is listed in unchangedToast, which PostgreSQL only does for
+// values it knows did not change.
+func watchChanged(watch []string, before, after image, unchangedToast []string) bool {
+	if before == nil || after == nil {
+		return true
+	}
+	for _, c := range watch {
+		if slices.Contains(unchangedToast, c) {
+			continue
+		}
+		b, okb := before[c]
+		a, oka := after[c]
+		if !okb || !oka || !jsonSame(a, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonSame compares two encoded values. Both come from the same encoder,
+// so equal values have equal bytes; whitespace is tolerated.
+func jsonSame(a, b json.RawMessage) bool {
+	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return false
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// fromValues returns the values of cols in img, in order. ok is false when
+// the image is missing, a column is absent, or a value is null: a row with
+// a null link belongs to no document through this route.
+func fromValues(cols []string, img image) (vals []json.RawMessage, ok bool) {
+	if img == nil {
+		return nil, false
+	}
+	vals = make([]json.RawMessage, len(cols))
+	for i, c := range cols {
+		v, present := img[c]
+		v = bytes.TrimSpace(v)
+		if !present || len(v) == 0 || string(v) == "null" {
+			return nil, false
+		}
+		vals[i] = v
+	}
+	return vals, true
+}
+
+// idKey encodes aggregate id values (in id order) as the aggregate's Kafka
+// key: {"id":7}, the same bytes as a raw key of the root table.
+func idKey(a *mappings.Aggregate, vals []json.RawMessage) []byte {
+	fields := make([]wire.KeyField, len(a.ID))
+	for i, c := range a.ID {
+		fields[i] = wire.KeyField{Name: c, Value: vals[i]}
+	}
+	return wire.Key(fields)
+}
+
+// cause is the change a ref is attributed to, with its WAL position for
+// picking the latest of several.
+type cause struct {
+	lsn uint64 // commit LSN
+	seq int64
+	ref wire.Ref // Aggregate left empty
+}
+
+func causeOf(c *wire.Change) (cause, error) {
+	lsn, err := wire.ParseLSN(c.Source.CommitLSN)
+	if err != nil {
+		return cause{}, fmt.Errorf("table %s.%s: source.commit_lsn: %w", c.Schema, c.Table, err)
+	}
+	return cause{lsn: lsn, seq: c.Source.Seq, ref: wire.Ref{
+		CommitLSN: c.Source.CommitLSN, XID: c.Source.XID, Table: c.Schema + "." + c.Table, Op: c.Op,
+	}}, nil
+}
+
+func (c cause) after(o cause) bool { return c.lsn > o.lsn || c.lsn == o.lsn && c.seq > o.seq }
+
+// keyedRef is one ref to produce: topic key and value.
+type keyedRef struct {
+	Aggregate string
+	Key       []byte
+	Ref       wire.Ref
+}
+
+// refSet coalesces refs by (aggregate, key), keeping the latest cause and
+// the order in which keys first appeared.
+type refSet struct {
+	index map[string]int
+	refs  []keyedRef
+	cause []cause
+}
+
+func newRefSet() *refSet { return &refSet{index: map[string]int{}} }
+
+func (s *refSet) add(aggregate string, key []byte, c cause) {
+	k := aggregate + "\x00" + string(key)
+	if i, ok := s.index[k]; ok {
+		if c.after(s.cause[i]) {
+			s.cause[i] = c
+			s.refs[i].Ref = withAggregate(c.ref, aggregate)
+		}
+		return
+	}
+	s.index[k] = len(s.refs)
+	s.refs = append(s.refs, keyedRef{Aggregate: aggregate, Key: key, Ref: withAggregate(c.ref, aggregate)})
+	s.cause = append(s.cause, c)
+}
+
+func (s *refSet) len() int { return len(s.refs) }
+
+func withAggregate(r wire.Ref, aggregate string) wire.Ref {
+	r.Aggregate = aggregate
+	return r
+}
+
+// lookupBatch is the distinct From tuples of one lookup route in a batch,
+// attributed to the latest change that fed it.
+type lookupBatch struct {
+	route  *mappings.Route
+	index  map[string]bool
+	tuples [][]json.RawMessage
+	cause  cause
+}
+
+func (l *lookupBatch) add(vals []json.RawMessage, c cause) {
+	var k bytes.Buffer
+	for _, v := range vals {
+		k.Write(v)
+		k.WriteByte(0)
+	}
+	if len(l.tuples) == 0 || c.after(l.cause) {
+		l.cause = c
+	}
+	if l.index[k.String()] {
+		return
+	}
+	l.index[k.String()] = true
+	l.tuples = append(l.tuples, vals)
+}
+
+// plan is what one batch of changes resolves to before any query runs.
+type plan struct {
+	direct    *refSet
+	lookups   []*lookupBatch // in route order of first use
+	truncated []truncation
+	changes   int
+	skipped   int      // route applications an unchanged update skipped
+	xids      []uint32 // transactions that must be visible before lookups run
+}
+
+// truncation is one aggregate to rebuild whole because one of its tables
+// was truncated.
+type truncation struct {
+	aggregate *mappings.Aggregate
+	root      bool // the root table itself was truncated: also rebuild every id that has a document
+	cause     cause
+}
+
+// planner resolves decoded changes to refs and lookups. It is pure.
+type planner struct {
+	model *mappings.Model
+	want  func(aggregate string) bool
+}
+
+// plan resolves one batch of changes.
+func (p *planner) plan(changes []*wire.Change) (*plan, error) {
+	out := &plan{direct: newRefSet()}
+	byRoute := map[*mappings.Route]*lookupBatch{}
+	truncs := map[string]int{}
+	xids := map[uint32]bool{}
+	for _, ch := range changes {
+		table := mappings.TableName{Schema: ch.Schema, Name: ch.Table}
+		routes := p.model.RoutesFor(table)
+		if len(routes) == 0 {
+			continue
+		}
+		out.changes++
+		c, err := causeOf(ch)
+		if err != nil {
+			return nil, err
+		}
+		if ch.Source.XID != 0 && !ch.Source.Snapshot && !xids[ch.Source.XID] {
+			xids[ch.Source.XID] = true
+			out.xids = append(out.xids, ch.Source.XID)
+		}
+		if ch.Op == wire.OpTruncate {
+			for _, r := range routes {
+				if !p.want(r.Aggregate) {
+					continue
+				}
+				a := p.model.Aggregate(r.Aggregate)
+				root := r.Node.Kind == mappings.Root
+				if i, ok := truncs[r.Aggregate]; ok {
+					out.truncated[i].root = out.truncated[i].root || root
+					if c.after(out.truncated[i].cause) {
+						out.truncated[i].cause = c
+					}
+					continue
+				}
+				truncs[r.Aggregate] = len(out.truncated)
+				out.truncated = append(out.truncated, truncation{aggregate: a, root: root, cause: c})
+			}
+			continue
+		}
+		before, err := decodeImage(ch.Before)
+		if err != nil {
+			return nil, fmt.Errorf("table %s, lsn %s: before: %w", table, ch.Source.LSN, err)
+		}
+		after, err := decodeImage(ch.After)
+		if err != nil {
+			return nil, fmt.Errorf("table %s, lsn %s: after: %w", table, ch.Source.LSN, err)
+		}
+		for _, r := range routes {
+			if !p.want(r.Aggregate) {
+				continue
+			}
+			if ch.Op == wire.OpUpdate && !watchChanged(r.Watch, before, after, ch.UnchangedToast) {
+				out.skipped++
+				continue
+			}
+			a := p.model.Aggregate(r.Aggregate)
+			for _, img := range [2]image{before, after} {
+				vals, ok := fromValues(r.From, img)
+				if !ok {
+					continue
+				}
+				if r.Lookup == nil {
+					out.direct.add(r.Aggregate, idKey(a, vals), c)
+					continue
+				}
+				lb := byRoute[r]
+				if lb == nil {
+					lb = &lookupBatch{route: r, index: map[string]bool{}}
+					byRoute[r] = lb
+					out.lookups = append(out.lookups, lb)
+				}
+				lb.add(vals, c)
+			}
+		}
+	}
+	return out, nil
+}

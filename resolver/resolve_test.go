@@ -1,0 +1,319 @@
+package resolver
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/streamer"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// shopModel binds a small mapping to a hand-written catalog: a root with
+// one-to-many (orders), many-to-one (address), many-to-many (tags), and a
+// second level (orders.lines).
+func shopModel(t *testing.T) *mappings.Model {
+	t.Helper()
+	col := func(name, typ string, num int) *mappings.Column {
+		cat := byte('N')
+		if typ == "text" {
+			cat = 'S'
+		}
+		return &mappings.Column{Name: name, Num: num, Type: typ, BaseType: typ, Category: cat}
+	}
+	table := func(name string, pk []string, cols ...*mappings.Column) *mappings.Table {
+		return &mappings.Table{Name: mappings.TableName{Schema: "public", Name: name}, Kind: 'r', Columns: cols,
+			PrimaryKey: pk, ReplicaIdentity: 'f', Indexes: []*mappings.Index{{Name: name + "_pkey", Columns: pk, Unique: true, Primary: true}}}
+	}
+	fk := func(cols []string, ref string, refCols []string) *mappings.ForeignKey {
+		return &mappings.ForeignKey{Name: "fk_" + ref, Columns: cols, RefTable: mappings.TableName{Schema: "public", Name: ref}, RefColumns: refCols}
+	}
+	customers := table("customers", []string{"id"}, col("id", "integer", 1), col("name", "text", 2), col("address_id", "integer", 3), col("note", "text", 4))
+	customers.ForeignKeys = []*mappings.ForeignKey{fk([]string{"address_id"}, "addresses", []string{"id"})}
+	orders := table("orders", []string{"id"}, col("id", "integer", 1), col("customer_id", "integer", 2), col("total", "numeric", 3))
+	orders.ForeignKeys = []*mappings.ForeignKey{fk([]string{"customer_id"}, "customers", []string{"id"})}
+	lines := table("lines", []string{"id"}, col("id", "integer", 1), col("order_id", "integer", 2), col("sku", "text", 3))
+	lines.ForeignKeys = []*mappings.ForeignKey{fk([]string{"order_id"}, "orders", []string{"id"})}
+	addresses := table("addresses", []string{"id"}, col("id", "integer", 1), col("city", "text", 2))
+	tags := table("tags", []string{"id"}, col("id", "integer", 1), col("name", "text", 2))
+	ct := table("customer_tags", []string{"customer_id", "tag_id"}, col("customer_id", "integer", 1), col("tag_id", "integer", 2))
+	ct.ForeignKeys = []*mappings.ForeignKey{fk([]string{"customer_id"}, "customers", []string{"id"}), fk([]string{"tag_id"}, "tags", []string{"id"})}
+	cat := &mappings.Catalog{Tables: []*mappings.Table{addresses, ct, customers, lines, orders, tags}}
+	set, err := mappings.Load([]mappings.File{{Name: "shop.yaml", Data: []byte(`version: 1
+aggregates:
+  customer:
+    table: customers
+    columns: [id, name, address_id]
+    relations:
+      orders:
+        table: orders
+        foreign_key: customer_id
+        relations:
+          lines: {table: lines, foreign_key: order_id}
+      address: {table: addresses, references: address_id}
+      tags:
+        table: tags
+        through: {table: customer_tags, foreign_key: customer_id, references: tag_id}
+        value: name
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mappings.Bind(set, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func img(s string) image {
+	i, err := decodeImage(json.RawMessage(s))
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+func TestWatchChanged(t *testing.T) {
+	watch := []string{"id", "name", "address_id"}
+	for _, tc := range []struct {
+		name          string
+		before, after string
+		toast         []string
+		want          bool
+	}{
+		{"unwatched column only", `{"id":1,"name":"a","address_id":2,"note":"x"}`, `{"id":1,"name":"a","address_id":2,"note":"y"}`, nil, false},
+		{"watched column", `{"id":1,"name":"a","address_id":2}`, `{"id":1,"name":"b","address_id":2}`, nil, true},
+		{"link column", `{"id":1,"name":"a","address_id":2}`, `{"id":1,"name":"a","address_id":null}`, nil, true},
+		{"no before image (replica identity default)", `null`, `{"id":1,"name":"a","address_id":2}`, nil, true},
+		{"key-only before image", `{"id":1}`, `{"id":1,"name":"a","address_id":2}`, nil, true},
+		{"unchanged toast is unchanged", `{"id":1,"address_id":2}`, `{"id":1,"address_id":2}`, []string{"name"}, false},
+		{"whitespace differs only", `{"id":1,"name":"a","address_id":2}`, `{"id": 1,"name": "a","address_id": 2}`, nil, false},
+		{"number text differs", `{"id":1,"name":"a","address_id":2}`, `{"id":1,"name":"a","address_id":2.0}`, nil, true},
+	} {
+		if got := watchChanged(watch, img(tc.before), img(tc.after), tc.toast); got != tc.want {
+			t.Errorf("%s: watchChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFromValues(t *testing.T) {
+	for _, tc := range []struct {
+		cols []string
+		img  string
+		want string // "" = not ok
+	}{
+		{[]string{"customer_id"}, `{"id":1,"customer_id":7}`, `[7]`},
+		{[]string{"a", "b"}, `{"b":"x","a":12345678901234567890}`, `[12345678901234567890,"x"]`},
+		{[]string{"customer_id"}, `{"id":1,"customer_id":null}`, ""},
+		{[]string{"customer_id"}, `{"id":1}`, ""},
+		{[]string{"customer_id"}, `null`, ""},
+	} {
+		vals, ok := fromValues(tc.cols, img(tc.img))
+		got := ""
+		if ok {
+			b, _ := json.Marshal(vals)
+			got = string(b)
+		}
+		if got != tc.want {
+			t.Errorf("fromValues(%v, %s) = %s, want %s", tc.cols, tc.img, got, tc.want)
+		}
+	}
+}
+
+func change(op wire.Op, table, before, after string, lsn string, xid uint32, seq int64) *wire.Change {
+	raw := func(s string) json.RawMessage {
+		if s == "" {
+			return json.RawMessage("null")
+		}
+		return json.RawMessage(s)
+	}
+	return &wire.Change{Op: op, Schema: "public", Table: table, Before: raw(before), After: raw(after),
+		Source: wire.Source{CommitLSN: lsn, XID: xid, Seq: seq}}
+}
+
+// describe renders a plan for comparison.
+func describe(p *plan) []string {
+	var out []string
+	for _, r := range p.direct.refs {
+		out = append(out, fmt.Sprintf("ref %s %s lsn=%s xid=%d %s/%s", r.Aggregate, r.Key, r.Ref.CommitLSN, r.Ref.XID, r.Ref.Table, r.Ref.Op))
+	}
+	for _, l := range p.lookups {
+		b, _ := json.Marshal(l.tuples)
+		out = append(out, fmt.Sprintf("lookup %s %s lsn=%s", l.route.Path, b, l.cause.ref.CommitLSN))
+	}
+	for _, tr := range p.truncated {
+		out = append(out, fmt.Sprintf("truncate %s root=%v lsn=%s", tr.aggregate.Name, tr.root, tr.cause.ref.CommitLSN))
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	m := shopModel(t)
+	p := &planner{model: m, want: func(string) bool { return true }}
+	for _, tc := range []struct {
+		name    string
+		changes []*wire.Change
+		want    []string
+	}{
+		{"insert root", []*wire.Change{change("c", "customers", "", `{"id":1,"name":"a","address_id":null,"note":null}`, "0/10", 5, 0)},
+			[]string{"ref customer {\"id\":1} lsn=0/10 xid=5 public.customers/c"}},
+		{"update of an unmapped column resolves to nothing", []*wire.Change{change("u", "customers", `{"id":1,"name":"a","address_id":null,"note":"x"}`, `{"id":1,"name":"a","address_id":null,"note":"y"}`, "0/10", 5, 0)},
+			nil},
+		{"foreign key move gives old and new parent", []*wire.Change{change("u", "orders", `{"id":9,"customer_id":1,"total":2}`, `{"id":9,"customer_id":2,"total":2}`, "0/20", 6, 0)},
+			[]string{"ref customer {\"id\":1} lsn=0/20 xid=6 public.orders/u", "ref customer {\"id\":2} lsn=0/20 xid=6 public.orders/u"}},
+		{"root key change (delete + create) gives old and new id", []*wire.Change{
+			change("d", "customers", `{"id":1,"name":"a","address_id":null,"note":null}`, "", "0/30", 7, 0),
+			change("c", "customers", "", `{"id":2,"name":"a","address_id":null,"note":null}`, "0/30", 7, 1)},
+			[]string{"ref customer {\"id\":1} lsn=0/30 xid=7 public.customers/d", "ref customer {\"id\":2} lsn=0/30 xid=7 public.customers/c"}},
+		{"duplicates coalesce to the latest change", []*wire.Change{
+			change("c", "orders", "", `{"id":9,"customer_id":1,"total":2}`, "0/40", 8, 0),
+			change("u", "orders", `{"id":9,"customer_id":1,"total":2}`, `{"id":9,"customer_id":1,"total":3}`, "0/50", 9, 0),
+			change("c", "customer_tags", "", `{"customer_id":1,"tag_id":4}`, "0/45", 10, 0)},
+			[]string{"ref customer {\"id\":1} lsn=0/50 xid=9 public.orders/u"}},
+		{"null link belongs to nothing", []*wire.Change{change("c", "orders", "", `{"id":9,"customer_id":null,"total":2}`, "0/40", 8, 0)},
+			nil},
+		{"lookups are batched per route, distinct", []*wire.Change{
+			change("u", "lines", `{"id":1,"order_id":3,"sku":"a"}`, `{"id":1,"order_id":4,"sku":"a"}`, "0/60", 11, 0),
+			change("c", "lines", "", `{"id":2,"order_id":3,"sku":"b"}`, "0/61", 12, 0),
+			change("u", "addresses", `{"id":5,"city":"x"}`, `{"id":5,"city":"y"}`, "0/62", 13, 0),
+			change("u", "tags", `{"id":6,"name":"x"}`, `{"id":6,"name":"y"}`, "0/63", 14, 0)},
+			[]string{"lookup aggregates.customer.relations.orders.relations.lines [[3],[4]] lsn=0/61",
+				"lookup aggregates.customer.relations.address [[5]] lsn=0/62",
+				"lookup aggregates.customer.relations.tags [[6]] lsn=0/63"}},
+		{"truncate of a child and of the root", []*wire.Change{
+			change("t", "lines", "", "", "0/70", 15, 0),
+			change("t", "customers", "", "", "0/71", 16, 0)},
+			[]string{"truncate customer root=true lsn=0/71"}},
+		{"truncate of a child only", []*wire.Change{change("t", "orders", "", "", "0/70", 15, 0)},
+			[]string{"truncate customer root=false lsn=0/70"}},
+		{"unmapped table", []*wire.Change{change("c", "other", "", `{"id":1}`, "0/70", 15, 0)},
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.plan(tc.changes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := describe(got); !reflect.DeepEqual(d, tc.want) {
+				t.Errorf("plan:\n  got  %s\n  want %s", strings.Join(d, "\n       "), strings.Join(tc.want, "\n       "))
+			}
+		})
+	}
+}
+
+func TestPlanCollectsXIDs(t *testing.T) {
+	p := &planner{model: shopModel(t), want: func(string) bool { return true }}
+	snap := change("r", "orders", "", `{"id":1,"customer_id":1,"total":1}`, "0/1", 3, 0)
+	snap.Source.Snapshot = true
+	got, err := p.plan([]*wire.Change{
+		snap,
+		change("c", "orders", "", `{"id":2,"customer_id":1,"total":1}`, "0/2", 7, 0),
+		change("c", "orders", "", `{"id":3,"customer_id":1,"total":1}`, "0/2", 7, 1),
+		change("c", "orders", "", `{"id":4,"customer_id":1,"total":1}`, "0/3", 8, 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.xids, []uint32{7, 8}) {
+		t.Errorf("xids = %v, want [7 8] (snapshot rows need no visibility check)", got.xids)
+	}
+}
+
+func TestPlanFiltersAggregates(t *testing.T) {
+	p := &planner{model: shopModel(t), want: func(string) bool { return false }}
+	got, err := p.plan([]*wire.Change{change("c", "orders", "", `{"id":2,"customer_id":1,"total":1}`, "0/2", 7, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := describe(got); len(d) > 0 {
+		t.Errorf("plan for no wanted aggregate: %v", d)
+	}
+}
+
+func TestCoalescedBuildKeys(t *testing.T) {
+	c := newCoalesced()
+	c.add([]byte(`{"id":2}`), wire.Ref{XID: 5})
+	c.add([]byte(`{"id":1}`), wire.Ref{XID: 5})
+	c.add([]byte(`{"id":2}`), wire.Ref{XID: 6})
+	c.add([]byte(`{"id":2}`), wire.Ref{Backfill: true})
+	c.add([]byte(`{"id":3}`), wire.Ref{Backfill: true})
+	var keys []string
+	for _, k := range c.keys {
+		keys = append(keys, string(k))
+	}
+	if want := []string{`{"id":2}`, `{"id":1}`, `{"id":3}`}; !slices.Equal(keys, want) {
+		t.Errorf("keys = %v, want %v", keys, want)
+	}
+	if got := c.xidsOf(c.keys); !slices.Equal(got, []uint32{5, 6}) {
+		t.Errorf("xids = %v, want [5 6]", got)
+	}
+	if got := c.xidsOf(c.keys[2:]); len(got) != 0 {
+		t.Errorf("backfill refs carry no xid, got %v", got)
+	}
+}
+
+func TestFullXID(t *testing.T) {
+	const epoch = uint64(3) << 32
+	for _, tc := range []struct {
+		xid  uint32
+		xmax uint64
+		want uint64
+	}{
+		{1000, epoch | 2000, epoch | 1000},                      // committed, same epoch
+		{2000, epoch | 2000, epoch | 2000},                      // = xmax: not yet visible
+		{2005, epoch | 2000, epoch | 2005},                      // beyond xmax: stays in the future
+		{0xFFFFFF00, epoch | 100, (epoch - 1<<32) | 0xFFFFFF00}, // just before the epoch wrapped
+		{100, (epoch - 1<<32) | 0xFFFFFF00, epoch | 100},        // after the wrap, xmax not yet past it
+		{4000000000, 1000, 3},                                   // impossible in epoch 0: treated as old
+		{700, 1000, 700},
+	} {
+		if got := fullXID(tc.xid, tc.xmax); got != tc.want {
+			t.Errorf("fullXID(%d, %d) = %d, want %d", tc.xid, tc.xmax, got, tc.want)
+		}
+	}
+}
+
+func TestParseID(t *testing.T) {
+	m := shopModel(t)
+	a := m.Aggregate("customer")
+	for in, want := range map[string]string{
+		`7`:              `{"id":7}`,
+		`{"id": 7}`:      `{"id":7}`,
+		`"x"`:            `{"id":"x"}`,
+		`abc`:            `{"id":"abc"}`,
+		`{"id":7,"x":1}`: "error",
+		`{"x":1}`:        "error",
+	} {
+		got, err := ParseID(a, in)
+		if err != nil {
+			got = []byte("error")
+		}
+		if string(got) != want {
+			t.Errorf("ParseID(%s) = %s, want %s (err %v)", in, got, want, err)
+		}
+	}
+}
+
+func TestRawTopicMatchesStreamer(t *testing.T) {
+	tn := mappings.TableName{Schema: "billing", Name: "invoice_lines"}
+	if got, want := rawTopic("p", tn), streamer.RawTopic("p", tn.Schema, tn.Name); got != want {
+		t.Errorf("rawTopic = %s, streamer writes %s", got, want)
+	}
+}
+
+func TestSinksFirstErrorWins(t *testing.T) {
+	var a, b recordSink
+	fail := sinkFunc(func([]wire.Document) error { return fmt.Errorf("boom") })
+	docs := []wire.Document{{Aggregate: "x", ID: json.RawMessage(`{"id":1}`), Version: 1}}
+	if err := (Sinks{&a, fail, &b}).Write(t.Context(), docs); err == nil || err.Error() != "boom" {
+		t.Errorf("Sinks.Write error = %v, want boom", err)
+	}
+	if len(a.docs) != 1 || len(b.docs) != 1 {
+		t.Errorf("every sink is written even when one fails: %d, %d", len(a.docs), len(b.docs))
+	}
+}
