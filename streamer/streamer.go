@@ -358,6 +358,23 @@ func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
+	// A new topic is not produceable until its leader is known; producing
+	// at once can fail with UNKNOWN_TOPIC_OR_PARTITION. Wait for metadata.
+	for i := 0; i < 100; i++ {
+		td, err := s.admin.ListTopics(ctx, topic)
+		if err == nil && td.Has(topic) && td[topic].Err == nil && len(td[topic].Partitions) > 0 {
+			ready := true
+			for _, p := range td[topic].Partitions {
+				ready = ready && p.Leader >= 0 && p.Err == nil
+			}
+			if ready {
+				break
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 	s.topics.Store(topic, struct{}{})
 	return nil
 }
