@@ -243,7 +243,11 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 	for _, tr := range p.truncated {
 		a := tr.aggregate
 		ref := withAggregate(tr.cause.ref, a.Name)
-		m.log.Info("table truncated: rebuilding every document", "aggregate", a.Name, "table", ref.Table, "lsn", ref.CommitLSN, "root", tr.root)
+		why := "table truncated"
+		if ref.Op == wire.OpRead {
+			why = "initial snapshot"
+		}
+		m.log.Info(why+": rebuilding every document", "aggregate", a.Name, "table", ref.Table, "lsn", ref.CommitLSN, "root", tr.root)
 		produce := func(key []byte) error { return out.produce(ctx, a.Name, key, ref) }
 		if err := rootIDs(ctx, snap.tx, a, 10_000, produce); err != nil {
 			return err

@@ -201,6 +201,12 @@ type truncation struct {
 type planner struct {
 	model *mappings.Model
 	want  func(aggregate string) bool
+	// snapshots remembers the (aggregate, snapshot LSN) pairs whose rebuild
+	// was already planned: rows of an initial snapshot (op "r") are not
+	// resolved one by one — that would build each document once per row of
+	// every table in it — but rebuild every document of the aggregates using
+	// the table, once per snapshot, like a TRUNCATE does.
+	snapshots map[string]bool
 }
 
 // plan resolves one batch of changes.
@@ -223,6 +229,24 @@ func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 		if ch.Source.XID != 0 && !ch.Source.Snapshot && !xids[ch.Source.XID] {
 			xids[ch.Source.XID] = true
 			out.xids = append(out.xids, ch.Source.XID)
+		}
+		if ch.Op == wire.OpRead {
+			for _, r := range routes {
+				if !p.want(r.Aggregate) {
+					continue
+				}
+				k := r.Aggregate + "@" + ch.Source.CommitLSN
+				if p.snapshots[k] {
+					continue
+				}
+				if p.snapshots == nil {
+					p.snapshots = map[string]bool{}
+				}
+				p.snapshots[k] = true
+				out.truncated = append(out.truncated, truncation{aggregate: p.model.Aggregate(r.Aggregate), root: true, cause: c})
+			}
+			out.skipped++
+			continue
 		}
 		if ch.Op == wire.OpTruncate {
 			for _, r := range routes {

@@ -124,6 +124,12 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 		return err
 	}
 	defer pool.Close()
+	// A new slot means an initial snapshot, whose rows make the map stage
+	// rebuild every document; otherwise backfill aggregates that have none.
+	var slotExists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, cfg.Postgres.Slot).Scan(&slotExists); err != nil {
+		return err
+	}
 	kopts, err := kafkaOpts(cfg)
 	if err != nil {
 		return &validationError{err}
@@ -169,7 +175,7 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	stage("map", mapper.Run)
 	stage("build", builder.Run)
 	g.Go(func() error { return ops.serve(gctx, cfg.HTTP.Listen) })
-	if backfill {
+	if backfill && (slotExists || cfg.Streamer.SnapshotMode == "never") {
 		g.Go(func() error { autoBackfill(gctx, st); return nil })
 	}
 	err = g.Wait()
