@@ -62,6 +62,9 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer b.Close()
+	ops, stopOps := st.startOps(ctx)
+	defer stopOps()
+	ops.setStage("build", true)
 	if err := b.Run(ctx); err != nil {
 		st.log.Error("build stage stopped", "err", err)
 		return 1
@@ -75,7 +78,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func newSinks(ctx context.Context, st *resolverSetup) (resolver.Sink, func(), error) {
 	cfg := st.cfg
 	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log})
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.rcfg.Registerer})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +99,8 @@ func newSinks(ctx context.Context, st *resolverSetup) (resolver.Sink, func(), er
 		}
 	}
 	ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions, Logger: st.log})
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions, Logger: st.log,
+		Registerer: st.rcfg.Registerer})
 	if err != nil {
 		ks.Close()
 		return nil, nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"os"
@@ -57,6 +58,9 @@ func runMap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer m.Close()
+	ops, stopOps := st.startOps(ctx)
+	defer stopOps()
+	ops.setStage("map", true)
 	if err := m.Run(ctx); err != nil {
 		st.log.Error("map stage stopped", "err", err)
 		return 1
@@ -73,6 +77,7 @@ type resolverSetup struct {
 	pool  *pgxpool.Pool
 	rcfg  resolver.Config
 	log   *slog.Logger
+	reg   *prometheus.Registry // every metric of this process, served on /metrics
 }
 
 func (s *resolverSetup) close() { s.pool.Close() }
@@ -103,10 +108,11 @@ func setupResolver(ctx context.Context, configPath, appName string, stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
+	reg := newRegistry(cfg, pool)
 	rcfg := resolver.Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.Resolver.Group,
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
-		BatchSize: cfg.Resolver.BatchSize, Logger: log,
+		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
 	}
-	return &resolverSetup{cfg: cfg, model: model, pool: pool, rcfg: rcfg, log: log}, nil
+	return &resolverSetup{cfg: cfg, model: model, pool: pool, rcfg: rcfg, log: log, reg: reg}, nil
 }

@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/config"
@@ -107,23 +105,23 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	}
 
 	// 2. Wire the stages.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scfg, err := streamerConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	pool, err := resolver.NewPool(ctx, cfg.Postgres.DSN, "decant-run", 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	reg := newRegistry(cfg, pool)
 	scfg.Logger, scfg.Registerer = log, reg
 	str, err := streamer.New(scfg)
 	if err != nil {
 		return &validationError{err}
 	}
 	defer str.Close()
-	pool, err := resolver.NewPool(ctx, cfg.Postgres.DSN, "decant-run", 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+
 	// A new slot means an initial snapshot, whose rows make the map stage
 	// rebuild every document; otherwise backfill aggregates that have none.
 	var slotExists bool
@@ -134,7 +132,7 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	if err != nil {
 		return &validationError{err}
 	}
-	st := &resolverSetup{cfg: cfg, model: model, pool: pool, log: log, rcfg: resolver.Config{
+	st := &resolverSetup{cfg: cfg, model: model, pool: pool, log: log, reg: reg, rcfg: resolver.Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.Resolver.Group,
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
 		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/streamer"
@@ -36,27 +33,29 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if _, code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg, err := config.Load(*cfgPath, os.Environ())
+	st, err := setupResolver(ctx, *cfgPath, "decant-stream", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
-	scfg, err := streamerConfig(ctx, cfg)
+	defer st.close()
+	scfg, err := streamerConfig(ctx, st.cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
 		return 1
 	}
-	scfg.Logger = log
-	scfg.Registerer = prometheus.DefaultRegisterer
+	scfg.Logger, scfg.Registerer = st.log, st.reg
 	s, err := streamer.New(scfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
 		return 2
 	}
 	defer s.Close()
+	ops, stopOps := st.startOps(ctx)
+	defer stopOps()
+	ops.setStage("stream", true)
 	if err := s.Run(ctx); err != nil {
-		log.Error("streamer stopped", "err", err)
+		st.log.Error("streamer stopped", "err", err)
 		return 1
 	}
 	return 0

@@ -74,6 +74,10 @@ func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsServer) watermarks(w http.ResponseWriter, r *http.Request) {
+	if o.tracker == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "kafka is not reachable from this process"})
+		return
+	}
 	wm, err := o.tracker.Current(r.Context())
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
@@ -96,6 +100,10 @@ func (o *opsServer) wait(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "timeout: want a duration like 5s"})
 			return
 		}
+	}
+	if o.tracker == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "kafka is not reachable from this process"})
+		return
 	}
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)

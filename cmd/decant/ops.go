@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"net/http"
 	"time"
 
@@ -23,20 +25,7 @@ func esClientFromConfig(cfg *config.Config) (*elasticsearch.Client, error) {
 	if len(cfg.Elasticsearch.URLs) == 0 {
 		return nil, nil
 	}
-	tc, err := tlsConfig("elasticsearch", cfg.Elasticsearch.TLS)
-	if err != nil {
-		return nil, err
-	}
-	ec := elasticsearch.Config{Addresses: cfg.Elasticsearch.URLs, Username: cfg.Elasticsearch.Username,
-		Password: cfg.Elasticsearch.Password, APIKey: cfg.Elasticsearch.APIKey, MaxRetries: 3}
-	if tc != nil {
-		ec.Transport = &http.Transport{TLSClientConfig: tc}
-	}
-	es, err := elasticsearch.NewClient(ec)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch: %w", err)
-	}
-	return es, nil
+	return newESClient(cfg)
 }
 
 // checkES fails unless Elasticsearch answers with 200.
@@ -117,4 +106,45 @@ func esRefresher(es *elasticsearch.Client, model *mappings.Model) func(context.C
 		}
 		return nil
 	}
+}
+
+// newRegistry is the metrics registry of one process: Go and process
+// collectors, plus the slot lag read at scrape time, so any decant process
+// (not only the streamer) reports it.
+func newRegistry(cfg *config.Config, db *pgxpool.Pool) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "decant_slot_lag_bytes",
+		Help: "pg_current_wal_lsn() minus the slot's confirmed_flush_lsn, read at scrape time (-1 when unknown)."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var lag *int64
+			if err := db.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, cfg.Postgres.Slot).Scan(&lag); err != nil || lag == nil {
+				return -1
+			}
+			return float64(*lag)
+		}))
+	return reg
+}
+
+// startOps serves the HTTP port of a single-stage process in the
+// background; stop shuts it down. A failure to listen is logged, not fatal.
+func (st *resolverSetup) startOps(ctx context.Context) (*opsServer, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var tracker *watermark.Tracker
+	if cl, adm, err := kafkaAdmin(ctx, st.cfg); err == nil {
+		tracker = newTracker(st.cfg, st.model, st.pool, adm)
+		go func() { <-ctx.Done(); cl.Close() }()
+	}
+	es, _ := esClientFromConfig(st.cfg)
+	ops := newOpsServer(st.log, tracker, esRefresher(es, st.model), st.reg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ops.serve(ctx, st.cfg.HTTP.Listen); err != nil {
+			st.log.Warn("http server not started", "err", err)
+		}
+	}()
+	return ops, func() { cancel(); <-done }
 }

@@ -43,6 +43,10 @@ up() {
   chmod 700 "$PGDATA"
   touch "$PGLOG"; chown postgres: "$PGLOG"
   if [ -f "$PGDATA/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+    if ! grep -q '^host all decant_pw ' "$PGDATA/pg_hba.conf"; then
+      sed -i '1i host all decant_pw 127.0.0.1/32 scram-sha-256' "$PGDATA/pg_hba.conf"
+      as_pg "$BIN/pg_ctl" -D "$PGDATA" reload >/dev/null
+    fi
     healthy && { log "PostgreSQL already running on 127.0.0.1:$DECANT_PG_PORT"; return 0; }
   fi
   port_free "$DECANT_PG_PORT" || die "port $DECANT_PG_PORT is in use by another process; set DECANT_PG_PORT"
@@ -66,6 +70,10 @@ timezone = 'UTC'
 log_timezone = 'UTC'
 log_min_messages = warning
 CONF
+  fi
+  # Tests of wrong passwords need one role that is not trusted.
+  if ! grep -q '^host all decant_pw ' "$PGDATA/pg_hba.conf"; then
+    sed -i '1i host all decant_pw 127.0.0.1/32 scram-sha-256' "$PGDATA/pg_hba.conf"
   fi
   # Keep the port in sync with the env in case it changed between runs.
   sed -i "s/^port = .*/port = $DECANT_PG_PORT/" "$PGDATA/postgresql.conf"

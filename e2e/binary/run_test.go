@@ -1,0 +1,172 @@
+package binary
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+)
+
+func heavy() bool { return os.Getenv("DECANT_HEAVY") == "1" }
+
+// TestReadYourWritesSeparateProcesses: with stream, map and build running
+// as three processes, each iteration writes a row, reads
+// pg_current_wal_lsn(), calls /v1/wait on the build process, and searches
+// Elasticsearch: the write must be found every time (PRODUCT.md §7).
+func TestReadYourWritesSeparateProcesses(t *testing.T) {
+	iterations := 100
+	if heavy() {
+		iterations = 1000
+	}
+	p := newPipeline(t)
+	addr := freePort(t)
+	p.start("stream", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "stream", "--config", p.config)
+	p.start("map", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "map", "--config", p.config)
+	p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
+	e2etest.WaitFor(t, "the build process's /readyz", 60*time.Second, func() (bool, error) {
+		code, body, err := get("http://" + addr + "/readyz")
+		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
+	})
+	var total time.Duration
+	for i := 1; i <= iterations; i++ {
+		name := fmt.Sprintf("written-%d", i)
+		p.pg.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
+		lsn := p.lsn()
+		started := time.Now()
+		code, body, err := get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=30s")
+		total += time.Since(started)
+		if err != nil || code != 200 {
+			t.Fatalf("iteration %d: /v1/wait?lsn=%s: %d %s %v", i, lsn, code, body, err)
+		}
+		q := url.QueryEscape(fmt.Sprintf(`name.keyword:"%s"`, name))
+		code, body, err = get(p.es.URL + "/" + p.alias + "/_search?q=" + q)
+		if err != nil || code != 200 || !strings.Contains(body, `"total":{"value":1,`) {
+			t.Fatalf("iteration %d: write %q not found right after /v1/wait returned: %d %s %v", i, name, code, body, err)
+		}
+	}
+	t.Logf("%d iterations: every write searchable after /v1/wait; mean wait %s", iterations, (total / time.Duration(iterations)).Round(time.Millisecond))
+	code, _, _ := get("http://" + addr + "/v1/wait?lsn=FFFFFFFF/0&timeout=300ms")
+	if code != 408 {
+		t.Fatalf("/v1/wait for a future LSN: status %d, want 408", code)
+	}
+}
+
+// TestRunSurvivesSIGTERMAndKill: a workload runs while `decant run` is
+// stopped with SIGTERM (must exit 0 and log no error) and later killed with
+// -9; after restarts, Elasticsearch converges to the database.
+func TestRunSurvivesSIGTERMAndKill(t *testing.T) {
+	p := newPipeline(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ops atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rng := rand.New(rand.NewPCG(7, 8))
+		for ctx.Err() == nil {
+			id := 1 + rng.IntN(2000)
+			var err error
+			switch rng.IntN(4) {
+			case 0:
+				_, err = p.pg.Pool.Exec(ctx, `DELETE FROM items WHERE id = $1`, id)
+			case 1:
+				_, err = p.pg.Pool.Exec(ctx, `UPDATE categories SET title = title || '.' WHERE id = $1`, 1+id%2)
+			default:
+				_, err = p.pg.Pool.Exec(ctx, `INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET name = excluded.name, category_id = excluded.category_id`,
+					id, fmt.Sprintf("n%d", rng.IntN(1e6)), 1+rng.IntN(2))
+			}
+			if err != nil && ctx.Err() == nil {
+				t.Errorf("workload: %v", err)
+				return
+			}
+			ops.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	run := p.start("run-1", nil, "run", "--config", p.config)
+	time.Sleep(8 * time.Second)
+	if code := run.term(); code != 0 {
+		t.Fatalf("decant run exited %d after SIGTERM, want 0; log:\n%s", code, run.output())
+	}
+	if strings.Contains(run.output(), "level=ERROR") {
+		t.Fatalf("decant run logged an error on SIGTERM:\n%s", run.output())
+	}
+	run = p.start("run-2", nil, "run", "--config", p.config)
+	time.Sleep(6 * time.Second)
+	run.kill()
+	run = p.start("run-3", nil, "run", "--config", p.config)
+	time.Sleep(4 * time.Second)
+	cancel()
+	<-done
+	p.waitConverged(3 * time.Minute)
+	t.Logf("%d operations with one SIGTERM and one kill -9: converged", ops.Load())
+	if code := run.term(); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d\n%s", code, run.output())
+	}
+}
+
+// TestStatusShowsSlotLag: with the pipeline stopped and writes happening,
+// `decant status` and /metrics (of any decant process) show slot lag; once
+// `decant run` catches up it is near zero.
+func TestStatusShowsSlotLag(t *testing.T) {
+	p := newPipeline(t)
+	run := p.start("run-1", nil, "run", "--config", p.config)
+	p.pg.Exec(t, `INSERT INTO items VALUES (1, 'one', 1)`)
+	p.waitConverged(2 * time.Minute)
+	if code := run.term(); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	p.pg.Exec(t, `INSERT INTO items SELECT g, 'bulk', 1 FROM generate_series(2, 5000) g`)
+	lag := func() (int64, string) {
+		out, err := exec.Command(decantBin(t), "status", "--json", "--config", p.config).CombinedOutput()
+		if err != nil && !strings.Contains(string(out), `"slot"`) {
+			t.Fatalf("decant status: %v\n%s", err, out)
+		}
+		var n int64
+		i := strings.Index(string(out), `"lag_bytes": `)
+		if i < 0 {
+			t.Fatalf("no lag_bytes in status:\n%s", out)
+		}
+		fmt.Sscan(string(out[i+len(`"lag_bytes": `):]), &n)
+		return n, string(out)
+	}
+	if n, out := lag(); n <= 0 || !strings.Contains(out, "no streamer holds the slot") {
+		t.Fatalf("stopped pipeline: status lag_bytes = %d, want > 0 with a warning:\n%s", n, out)
+	}
+	// /metrics of a process that is not the streamer reports the lag too.
+	addr := freePort(t)
+	build := p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
+	metric := func() float64 {
+		var v float64 = -1
+		e2etest.WaitFor(t, "/metrics of the build process", 60*time.Second, func() (bool, error) {
+			_, body, err := get("http://" + addr + "/metrics")
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "decant_slot_lag_bytes ") {
+					fmt.Sscan(strings.TrimPrefix(line, "decant_slot_lag_bytes "), &v)
+					return true, nil
+				}
+			}
+			return false, err
+		})
+		return v
+	}
+	if v := metric(); v <= 0 {
+		t.Fatalf("decant_slot_lag_bytes = %v while the streamer is stopped, want > 0", v)
+	}
+	build.term()
+	run = p.start("run-2", nil, "run", "--config", p.config)
+	p.waitConverged(3 * time.Minute)
+	e2etest.WaitFor(t, "slot lag near zero after catching up", 60*time.Second, func() (bool, error) {
+		n, _ := lag()
+		return n < 64<<10, fmt.Errorf("lag %d bytes", n)
+	})
+	run.term()
+}
