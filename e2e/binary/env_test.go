@@ -194,12 +194,12 @@ func get(url string) (int, string, error) {
 }
 
 // esDocs reads every document of the alias: id → _source.
-func (p *pipeline) esDocs() map[string]json.RawMessage {
+func (p *pipeline) esDocs() (map[string]json.RawMessage, error) {
 	p.t.Helper()
 	_, _, _ = get(p.es.URL + "/" + p.alias + "/_refresh")
 	code, body, err := get(p.es.URL + "/" + p.alias + "/_search?size=10000")
 	if err != nil || code != 200 {
-		p.t.Fatalf("search %s: %d %v %s", p.alias, code, err, body)
+		return nil, fmt.Errorf("search %s: %d %v %.200s", p.alias, code, err, body)
 	}
 	var sr struct {
 		Hits struct {
@@ -216,7 +216,7 @@ func (p *pipeline) esDocs() map[string]json.RawMessage {
 	for _, h := range sr.Hits.Hits {
 		out[h.ID] = h.Source
 	}
-	return out
+	return out, nil
 }
 
 // oracle computes the expected documents independently of decant's SQL.
@@ -254,7 +254,11 @@ func jsonEqual(a, b []byte) bool {
 
 // converged reports the mismatches between Elasticsearch and the oracle.
 func (p *pipeline) mismatches() []string {
-	got, want := p.esDocs(), p.oracle()
+	got, err := p.esDocs()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	want := p.oracle()
 	var out []string
 	for id, w := range want {
 		if g, ok := got[id]; !ok {

@@ -1,0 +1,102 @@
+package binary
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadConfigFailsBeforeSideEffects: each bad configuration makes
+// `decant run` exit 2 with a message naming the key or server and what to
+// do, and creates no slot, topic or index (PRODUCT.md §6.5).
+func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
+	p := newPipeline(t)
+	// A role that must authenticate (pg_hba: scram for decant_pw), for the wrong-password case.
+	_, _ = p.pg.Pool.Exec(context.Background(), `DO $$ BEGIN CREATE ROLE decant_pw LOGIN PASSWORD 'right-secret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
+	good := func() string {
+		b, err := exec.Command("cat", p.config).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}()
+	dsn := p.pg.DSN
+	wrongPW := strings.Replace(dsn, "postgres://postgres@", "postgres://decant_pw:wrong-secret@", 1)
+	for _, c := range []struct {
+		name    string
+		config  string
+		env     []string
+		want    string // regexp the output must match
+		secrets []string
+	}{
+		{name: "unknown key", config: strings.Replace(good, "  topic_prefix:", "  topic_prefx:", 1),
+			want: `bad\.yaml:\d+:3: kafka\.topic_prefx: unknown key; did you mean "topic_prefix"\?`},
+		{name: "wrong type", config: strings.Replace(good, "  partitions: 2", "  partitions: many", 1),
+			want: `bad\.yaml:\d+:15: kafka\.partitions: "many" is not a whole number`},
+		{name: "bad env override", config: good, env: []string{"DECANT_KAFKA_PARTITIONS=zero"},
+			want: `DECANT_KAFKA_PARTITIONS \(kafka\.partitions\): "zero" is not a whole number`},
+		{name: "unreachable kafka", config: good, env: []string{"DECANT_KAFKA_BROKERS=127.0.0.1:1"},
+			want: `kafka at \[127\.0\.0\.1:1\] is not reachable.*check kafka\.brokers`},
+		{name: "unreachable elasticsearch", config: good, env: []string{"DECANT_ELASTICSEARCH_URLS=http://127.0.0.1:1"},
+			want: `elasticsearch at \[http://127\.0\.0\.1:1\] is not reachable.*check elasticsearch\.urls`},
+		{name: "unreachable postgres", config: good, env: []string{"DECANT_POSTGRES_DSN=postgres://postgres@127.0.0.1:1/x?connect_timeout=3"},
+			want: `(?s)connecting to PostgreSQL at postgres://postgres@127\.0\.0\.1:1/x.*check postgres\.dsn`},
+		{name: "wrong password", config: good, env: []string{"DECANT_POSTGRES_DSN=" + wrongPW},
+			want: `password authentication failed for user "decant_pw".*check postgres\.dsn`, secrets: []string{"wrong-secret"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := p.write("bad.yaml", c.config)
+			cmd := exec.Command(decantBin(t), "run", "--config", path)
+			cmd.Env = append(cmd.Environ(), c.env...)
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(90 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("decant run with a bad config did not exit within 90s")
+			}
+			code := -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if code != 2 {
+				t.Fatalf("exit code %d, want 2; output:\n%s", code, out)
+			}
+			if !regexp.MustCompile(c.want).Match(out) {
+				t.Fatalf("output does not match %q:\n%s", c.want, out)
+			}
+			for _, s := range c.secrets {
+				if strings.Contains(string(out), s) {
+					t.Fatalf("output leaks the secret %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+	// Nothing was created by any of the runs.
+	var slots int
+	if err := p.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, p.pg.Name).Scan(&slots); err != nil || slots != 0 {
+		t.Errorf("replication slots created by failed runs: %d (%v)", slots, err)
+	}
+	var pubs int
+	if err := p.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication`).Scan(&pubs); err != nil || pubs != 0 {
+		t.Errorf("publications created by failed runs: %d (%v)", pubs, err)
+	}
+	topics, err := p.k.Admin.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, p.k.Prefix+".") {
+			t.Errorf("topic %s created by a failed run", name)
+		}
+	}
+	if code, body, _ := get(p.es.URL + "/" + p.es.Prefix + "*"); code != 200 || strings.TrimSpace(body) != "{}" {
+		t.Errorf("indexes created by failed runs: %d %s", code, body)
+	}
+}
