@@ -60,6 +60,7 @@ bench: bench-stream ## every benchmark (servers must be up)
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
+	$(GO) test ./config -run='^$$' -fuzz=FuzzParse -fuzztime=1m
 
 clean:
 	rm -rf bin

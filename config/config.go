@@ -192,10 +192,10 @@ func RedactDSN(dsn string) string {
 
 // validate checks values after defaults and env overrides. Errors name the
 // key and the fix.
-func (c *Config) validate() []error {
-	var errs []error
+func (c *Config) validate() []*Error {
+	var errs []*Error
 	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
 	}
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "must be set, e.g. postgres://decant@db:5432/shop (or DECANT_POSTGRES_DSN)")

@@ -34,6 +34,7 @@ func (e *Error) Error() string {
 // error joins every problem found.
 func Load(path string, env []string) (*Config, error) {
 	cfg := Default()
+	positions := map[string][2]int{} // key path → line, column of its value
 	name := path
 	if path == "" {
 		name = "<defaults>"
@@ -44,14 +45,19 @@ func Load(path string, env []string) (*Config, error) {
 			return nil, fmt.Errorf("config: %w (pass --config or create decant.yaml; see docs/configuration.md)", err)
 		}
 		cfg.Dir = filepath.Dir(path)
-		if errs := Parse(name, data, &cfg); len(errs) > 0 {
+		if errs := parse(name, data, &cfg, positions); len(errs) > 0 {
 			return nil, errors.Join(errs...)
 		}
 	}
 	var errs []error
 	errs = append(errs, applyEnv(&cfg, env)...)
 	for _, e := range cfg.validate() {
-		errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		// Point at the value in the file when it came from there.
+		e.File = name
+		if p, ok := positions[e.Key]; ok {
+			e.Line, e.Column = p[0], p[1]
+		}
+		errs = append(errs, e)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -61,6 +67,10 @@ func Load(path string, env []string) (*Config, error) {
 
 // Parse decodes YAML data onto cfg strictly. It returns every error found.
 func Parse(file string, data []byte, cfg *Config) []error {
+	return parse(file, data, cfg, map[string][2]int{})
+}
+
+func parse(file string, data []byte, cfg *Config, positions map[string][2]int) []error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return []error{fmt.Errorf("%s: %w", file, err)}
@@ -68,7 +78,7 @@ func Parse(file string, data []byte, cfg *Config) []error {
 	if len(root.Content) == 0 {
 		return nil
 	}
-	d := decoder{file: file}
+	d := decoder{file: file, pos: positions}
 	d.decode(root.Content[0], reflect.ValueOf(cfg).Elem(), "")
 	return d.errs
 }
@@ -76,6 +86,7 @@ func Parse(file string, data []byte, cfg *Config) []error {
 type decoder struct {
 	file string
 	errs []error
+	pos  map[string][2]int
 }
 
 func (d *decoder) fail(n *yaml.Node, key, format string, a ...any) {
@@ -90,6 +101,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) {
 	}
 	if key == "" {
 		key = "(top level)"
+	}
+	d.pos[key] = [2]int{n.Line, n.Column}
+	if i := strings.IndexByte(key, '['); i > 0 { // list items point their list's errors at the first bad item
+		if _, ok := d.pos[key[:i]]; !ok {
+			d.pos[key[:i]] = [2]int{n.Line, n.Column}
+		}
 	}
 	switch {
 	case v.Type() == durationType:

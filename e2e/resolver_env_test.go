@@ -7,12 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,9 +47,13 @@ type resEnv struct {
 	check  *resVersionCheck
 	sink   resolver.Sink
 	log    *slog.Logger
+	// mapping is the mapping YAML with the index prefix filled in, for
+	// stages run as child processes (startChild).
+	mapping string
 
-	mu    sync.Mutex
-	procs map[string]*resProc
+	mu        sync.Mutex
+	procs     map[string]*resProc
+	childLogs string // directory of child stage logs (logDir)
 }
 
 // resProc is one running stage.
@@ -63,7 +72,8 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	es := e2etest.Elasticsearch(t)
 	pg.Exec(t, schemaSQL)
 	ctx := e2etest.Ctx(t)
-	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_"))}})
+	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
+	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mappingYAML)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +96,7 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
-	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + e2etest.Suffix(), log: log, procs: map[string]*resProc{}}
+	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + e2etest.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
 	e.cfg = resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, BatchSize: 200, Logger: log}
 	e.kafka, err = indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, Logger: log})
 	if err != nil {
@@ -467,4 +477,257 @@ func resReport(t *testing.T, problems []string) {
 		shown = append(shown[:50:50], fmt.Sprintf("… and %d more", len(problems)-50))
 	}
 	t.Fatalf("%d mismatches:\n%s", len(problems), strings.Join(shown, "\n"))
+}
+
+// Stages as child processes, so that tests can kill -9 them and read
+// their peak memory. TestMain turns the test binary into one stage when
+// resChildEnv holds a resChildSpec.
+
+// resChildEnv carries the spec of a stage run as a child process.
+const resChildEnv = "DECANT_TEST_RESOLVER_CHILD"
+
+// resChildSpec is what a child stage needs: the same settings as the
+// in-process stages of resEnv.
+type resChildSpec struct {
+	Stage      string // "map" or "build"
+	DSN        string
+	Brokers    []string
+	Prefix     string
+	ESURL      string
+	Mapping    string // mapping YAML, index names filled in
+	Partitions int
+	BatchSize  int
+	// Polled, when set, is a file that receives one line "topic partition
+	// offset" per consumed record of the stage's input topics, written
+	// unbuffered so that a kill -9 loses none: lines that repeat across
+	// the generations of a stage are redeliveries.
+	Polled string
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(resChildEnv); spec != "" {
+		os.Exit(resRunChild(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func resRunChild(spec string) int {
+	var c resChildSpec
+	if err := json.Unmarshal([]byte(spec), &c); err != nil {
+		fmt.Fprintln(os.Stderr, resChildEnv+":", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := resChildStage(ctx, c, log); err != nil {
+		fmt.Fprintf(os.Stderr, "%s stage: %v\n", c.Stage, err)
+		return 1
+	}
+	return 0
+}
+
+// resChildStage binds the mapping and runs the stage until ctx ends.
+func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error {
+	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(c.Mapping)}})
+	if err != nil {
+		return err
+	}
+	pool, err := resolver.NewPool(ctx, c.DSN, "decant-test-"+c.Stage, 8)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cat, err := mappings.ReadCatalog(ctx, pool)
+	if err != nil {
+		return err
+	}
+	model, err := mappings.Bind(set, cat)
+	if err != nil {
+		return err
+	}
+	plain := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	// A killed member stays in its group until its session times out;
+	// a short timeout lets the restarted stage take over sooner.
+	stage := append(append([]kgo.Opt{}, plain...), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second))
+	if c.Polled != "" {
+		f, err := os.OpenFile(c.Polled, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		input := ".raw."
+		if c.Stage == "build" {
+			input = ".refs."
+		}
+		stage = append(stage, kgo.WithHooks(&resPolledLog{f: f, input: input}))
+	}
+	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize, Logger: log}
+	switch c.Stage {
+	case "map":
+		m, err := resolver.NewMapper(cfg, model, pool)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		return m.Run(ctx)
+	case "build":
+		ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: plain, TopicPrefix: c.Prefix, Partitions: c.Partitions, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer ks.Close()
+		es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{c.ESURL}})
+		if err != nil {
+			return err
+		}
+		aliases := map[string]string{}
+		for _, a := range model.Aggregates {
+			aliases[a.Name] = a.Index
+			if _, err := indexer.EnsureIndex(ctx, es, indexer.SpecFor(a, true)); err != nil {
+				return err
+			}
+		}
+		ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: plain, TopicPrefix: c.Prefix, Partitions: 1, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer ess.Close()
+		b, err := resolver.NewBuilder(cfg, model, pool, resolver.Sinks{ks, ess})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return b.Run(ctx)
+	}
+	return fmt.Errorf("unknown stage %q", c.Stage)
+}
+
+// resPolledLog is a kgo hook that appends "topic partition offset" of
+// every polled record of the input topics to f, one write per record.
+type resPolledLog struct {
+	mu    sync.Mutex
+	f     *os.File
+	input string // topic name part of the input topics: ".raw." or ".refs."
+}
+
+func (h *resPolledLog) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
+	if !polled || !strings.Contains(r.Topic, h.input) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, _ = fmt.Fprintf(h.f, "%s %d %d\n", r.Topic, r.Partition, r.Offset)
+}
+
+// resChild is a stage running in a child process.
+type resChild struct {
+	name string // e.g. map#3
+	cmd  *exec.Cmd
+	log  string // path of its stderr
+	done chan struct{}
+	err  error // Wait's result, once done is closed
+}
+
+// startChild runs stage ("map" or "build") in a child process; gen
+// numbers the restarts in file names. polled, when set, receives the
+// stage's consumed records (resChildSpec.Polled). It returns an error
+// instead of failing so that it can be called from any goroutine.
+func (e *resEnv) startChild(stage string, gen int, polled string) (*resChild, error) {
+	spec, err := json.Marshal(resChildSpec{Stage: stage, DSN: e.pg.DSN, Brokers: e.k.Brokers, Prefix: e.k.Prefix, ESURL: e.es.URL,
+		Mapping: e.mapping, Partitions: e.cfg.Partitions, BatchSize: e.cfg.BatchSize, Polled: polled})
+	if err != nil {
+		return nil, err
+	}
+	c := &resChild{name: fmt.Sprintf("%s#%d", stage, gen), done: make(chan struct{})}
+	c.log = filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen))
+	logf, err := os.Create(c.log)
+	if err != nil {
+		return nil, err
+	}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), resChildEnv+"="+string(spec))
+	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	if err := c.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", c.name, err)
+	}
+	go func() { c.err = c.cmd.Wait(); logf.Close(); close(c.done) }()
+	e.t.Cleanup(func() {
+		if !c.exited() {
+			c.kill()
+		}
+	})
+	return c, nil
+}
+
+// logDir is a directory for child logs that survives the test when
+// DECANT_TEST_KEEP_LOGS is set (it is printed then).
+func (e *resEnv) logDir() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.childLogs == "" {
+		e.childLogs = e.t.TempDir()
+		if os.Getenv("DECANT_TEST_KEEP_LOGS") != "" {
+			dir, err := os.MkdirTemp("", "decant-children-")
+			if err == nil {
+				e.childLogs = dir
+				e.t.Logf("child logs in %s", dir)
+			}
+		}
+	}
+	return e.childLogs
+}
+
+func (c *resChild) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (c *resChild) kill() {
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+}
+
+// term sends SIGTERM and waits up to a minute for a clean exit; it
+// returns the exit error.
+func (c *resChild) term() error {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return c.err
+	case <-time.After(time.Minute):
+		c.kill()
+		return fmt.Errorf("%s did not stop within a minute of SIGTERM", c.name)
+	}
+}
+
+// peakRSS returns the process's peak resident set size (VmHWM) in bytes.
+func (c *resChild) peakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", c.cmd.Process.Pid)
+}
+
+// logTail is the last lines of the child's log, for failure messages.
+func (c *resChild) logTail(lines int) string {
+	b, _ := os.ReadFile(c.log)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }

@@ -1,6 +1,7 @@
 package mappings
 
 import (
+	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,4 +45,47 @@ func FuzzLoad(f *testing.F) {
 			_ = a.IndexMapping()
 		}
 	})
+}
+
+// TestLoadMutations is a deterministic stand-in for the fuzzer in plain
+// `go test`: 3000 byte-level mutations of the seeds must not panic.
+func TestLoadMutations(t *testing.T) {
+	var seeds [][]byte
+	for _, name := range []string{"product_example.yaml", "init/kinds.yaml", "init/shop.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	seeds = append(seeds, []byte("version: 1\naggregates:\n  a: &x {table: customers, relations: {r: *x, s: *x}}\n"))
+	cat := testCatalog(t, shopCatalog)
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 3000; i++ {
+		b := append([]byte(nil), seeds[r.Intn(len(seeds))]...)
+		for k := 0; k < 1+r.Intn(4); k++ {
+			switch p := r.Intn(len(b)); r.Intn(3) {
+			case 0: // change a byte
+				b[p] = byte(r.Intn(128))
+			case 1: // copy a chunk elsewhere
+				q := p + r.Intn(len(b)-p)
+				at := r.Intn(len(b))
+				b = append(b[:at], append(append([]byte(nil), b[p:q]...), b[at:]...)...)
+			case 2: // delete a few bytes
+				b = append(b[:p], b[min(len(b), p+r.Intn(10)):]...)
+			}
+			if len(b) == 0 {
+				b = []byte("x")
+			}
+		}
+		set, err := Load([]File{{Name: "f.yaml", Data: b}})
+		if err != nil {
+			continue
+		}
+		m, _ := Bind(set, cat)
+		for _, a := range m.Aggregates {
+			_ = a.Explain()
+			_ = a.IndexMapping()
+		}
+	}
 }

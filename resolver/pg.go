@@ -133,8 +133,12 @@ func rootIDs(ctx context.Context, db mappings.Querier, a *mappings.Aggregate, pa
 	n := len(a.ID)
 	cols := make([]string, n)
 	sel := make([]string, 0, 2*n)
+	// Columns are qualified with the table alias r: the output column of
+	// "id"::text is named id too, and an unqualified ORDER BY "id" would
+	// sort by that text ("10" before "9") while the keyset condition
+	// compares the typed column, skipping ids past the first page.
 	for i, c := range a.ID {
-		cols[i] = pgx.Identifier{c}.Sanitize()
+		cols[i] = "r." + pgx.Identifier{c}.Sanitize()
 		sel = append(sel, "to_jsonb("+cols[i]+")")
 	}
 	for i := range a.ID {
@@ -144,7 +148,7 @@ func rootIDs(ctx context.Context, db mappings.Querier, a *mappings.Aggregate, pa
 	for i, t := range a.IDTypes {
 		params[i] = fmt.Sprintf("$%d::text::%s", i+1, t)
 	}
-	base := fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), a.Table.Sanitize())
+	base := fmt.Sprintf("SELECT %s FROM %s AS r", strings.Join(sel, ", "), a.Table.Sanitize())
 	order := fmt.Sprintf(" ORDER BY %s LIMIT %d", strings.Join(cols, ", "), pageSize)
 	first := base + order
 	next := fmt.Sprintf("%s WHERE (%s) > (%s)%s", base, strings.Join(cols, ", "), strings.Join(params, ", "), order)

@@ -3,6 +3,7 @@ package streamer
 import (
 	"context"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -165,4 +166,29 @@ func TestTypeKindString(t *testing.T) {
 	if KindTimestampTZ.String() != "timestamptz" || TypeKind(200).String() != "TypeKind(200)" {
 		t.Errorf("TypeKind.String: %s %s", KindTimestampTZ, TypeKind(200))
 	}
+}
+
+// Readers never lock: encoding runs while types are added (run with -race).
+func TestTypesConcurrent(t *testing.T) {
+	types := NewTypes()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 0, 64)
+			for i := range 1000 {
+				if g == 0 {
+					types.put(&TypeInfo{OID: uint32(100000 + i), Kind: KindComposite, Fields: []Field{{"a", 23}}})
+					continue
+				}
+				out, err := types.EncodeValue(buf[:0], uint32(100000+i), []byte("(1)"))
+				if err != nil || (string(out) != `{"a":1}` && string(out) != `"(1)"`) {
+					t.Errorf("got %s, %v", out, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

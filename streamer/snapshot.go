@@ -185,6 +185,7 @@ func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r
 	var n int64
 	lastLog := time.Now()
 	for lo := int64(0); ; lo += chunk {
+		chunkStart := n
 		sql := base + fmt.Sprintf(" WHERE t.ctid >= '(%d,0)'::tid", lo)
 		last := lo+chunk > pages
 		if !last {
@@ -218,7 +219,7 @@ func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r
 		if err := rows.Err(); err != nil {
 			return n, err
 		}
-		s.met.snapshotRows.Add(float64(n))
+		s.met.snapshotRows.Add(float64(n - chunkStart))
 		if time.Since(lastLog) > 10*time.Second {
 			s.log.Info("snapshot progress", "table", r.schema+"."+r.table, "rows", n, "page", lo, "pages", pages)
 			lastLog = time.Now()

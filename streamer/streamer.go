@@ -185,6 +185,10 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	if err := s.ensurePublication(ctx, pool); err != nil {
 		return err
 	}
+	// Rows that cannot be encoded or written go to the dead-letter topic.
+	if err := s.ensureTopic(ctx, s.cfg.TopicPrefix+".dlq", int32(s.cfg.Partitions)); err != nil {
+		return err
+	}
 	rcfg, err := withParams(s.cfg.DSN, true)
 	if err != nil {
 		return err
@@ -345,12 +349,16 @@ func (s *Streamer) ensurePublication(ctx context.Context, pool *pgxpool.Pool) er
 	return nil
 }
 
-// ensureTopic creates a compacted raw topic once.
+// ensureTopic creates a topic once: compacted, except the dead-letter
+// topic, which keeps everything (cleanup.policy=delete, default retention).
 func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int32) error {
 	if _, ok := s.topics.Load(topic); ok {
 		return nil
 	}
 	cleanup := "compact"
+	if topic == s.cfg.TopicPrefix+".dlq" {
+		cleanup = "delete"
+	}
 	resp, err := s.admin.CreateTopic(ctx, partitions, int16(s.cfg.ReplicationFactor), map[string]*string{"cleanup.policy": &cleanup}, topic)
 	if err == nil {
 		err = resp.Err

@@ -75,7 +75,7 @@ aggregates:
 func TestCheckReportsEveryProblem(t *testing.T) {
 	pg := e2etest.Postgres(t)
 	pg.Exec(t, shopSQL(t))
-	role := "decant_checkCmd" + e2etest.Suffix()
+	role := "decant_check_" + e2etest.Suffix()
 	pg.Exec(t, `DROP INDEX orders_customer_id_idx;
 CREATE TABLE invoices (id int PRIMARY KEY, customer_ref text);
 CREATE PUBLICATION decant FOR TABLE customers;

@@ -52,6 +52,10 @@ func runMap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.close()
+	if err := requireBeforeImages(st.model, st.cat); err != nil {
+		fmt.Fprintln(stderr, "decant map:", err)
+		return 2
+	}
 	m, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
 		fmt.Fprintln(stderr, "decant map:", err)
@@ -74,6 +78,7 @@ func runMap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type resolverSetup struct {
 	cfg   *config.Config
 	model *mappings.Model
+	cat   *mappings.Catalog
 	pool  *pgxpool.Pool
 	rcfg  resolver.Config
 	log   *slog.Logger
@@ -95,7 +100,7 @@ func setupResolver(ctx context.Context, configPath, appName string, stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
-	model, _, err := loadAndBind(ctx, cfg, conn)
+	model, cat, err := loadAndBind(ctx, cfg, conn)
 	conn.Close(context.Background())
 	if err != nil {
 		return nil, err
@@ -114,5 +119,5 @@ func setupResolver(ctx context.Context, configPath, appName string, stderr io.Wr
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
 		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
 	}
-	return &resolverSetup{cfg: cfg, model: model, pool: pool, rcfg: rcfg, log: log, reg: reg}, nil
+	return &resolverSetup{cfg: cfg, model: model, cat: cat, pool: pool, rcfg: rcfg, log: log, reg: reg}, nil
 }

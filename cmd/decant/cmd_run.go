@@ -29,8 +29,10 @@ port with /metrics, /healthz, /readyz, /v1/watermarks and /v1/wait.
 Everything is validated before anything is created: config keys, mappings
 against the live catalog, and that PostgreSQL, Kafka and Elasticsearch
 answer. On first start of an aggregate that has no documents yet, every
-document is built (backfill). SIGTERM or Ctrl-C drains in-flight work,
-commits, and exits 0.
+document is built (backfill). SIGTERM or Ctrl-C stops taking new work,
+lets the streamer flush what it produced and confirm it, and exits 0; a map
+or build batch cut short is not committed and is redone after restart, which
+versions make harmless.
 
 Examples:
   decant run --config decant.yaml
@@ -84,9 +86,12 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	if err != nil {
 		return &validationError{fmt.Errorf("%w (check postgres.dsn)", err)}
 	}
-	model, _, err := loadAndBind(ctx, cfg, conn)
+	model, cat, err := loadAndBind(ctx, cfg, conn)
 	conn.Close(context.Background())
 	if err != nil {
+		return &validationError{err}
+	}
+	if err := requireBeforeImages(model, cat); err != nil {
 		return &validationError{err}
 	}
 	kcl, adm, err := kafkaAdmin(ctx, cfg)

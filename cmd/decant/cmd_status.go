@@ -25,7 +25,8 @@ const statusHelp = `Usage: decant status [--json] [--config decant.yaml]
 Prints how far each stage has got: the replication slot's lag (bytes and
 time) and WAL retention headroom, each consumer group's lag, the watermarks,
 dead-letter counts and documents per aggregate. Exit status 1 when a
-warning needs attention (slot close to max_slot_wal_keep_size, or lost).
+warning needs attention (no streamer on the slot, slot close to
+max_slot_wal_keep_size, or WAL lost).
 
 Examples:
   decant status
@@ -143,9 +144,7 @@ FROM pg_replication_slots s WHERE s.slot_name = $1`, cfg.Postgres.Slot).
 			}
 		})
 	}
-	if rep.DLQ > 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d records in %s.dlq: inspect them (kafka-console-consumer) and fix the cause", rep.DLQ, cfg.Kafka.TopicPrefix))
-	}
+
 	if env.es != nil {
 		for _, a := range env.model.Aggregates {
 			res, err := esapi.CountRequest{Index: []string{a.Index}}.Do(ctx, env.es)
@@ -184,7 +183,11 @@ func printStatus(w io.Writer, r *statusReport) {
 		}
 		fmt.Fprintf(w, "  %-6s %-14s lag %d %s\n", s.name, at, s.st.Lag, s.unit)
 	}
-	fmt.Fprintf(w, "dead letters: %d\n", r.DLQ)
+	fmt.Fprintf(w, "dead letters: %d", r.DLQ)
+	if r.DLQ > 0 {
+		fmt.Fprint(w, " (ever written to the .dlq topic: inspect them with the Kafka console consumer, see docs/operations.md)")
+	}
+	fmt.Fprintln(w)
 	if len(r.Documents) > 0 {
 		var parts []string
 		for a, n := range r.Documents {

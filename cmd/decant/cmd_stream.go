@@ -36,7 +36,7 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	st, err := setupResolver(ctx, *cfgPath, "decant-stream", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
-		return 2
+		return 1
 	}
 	defer st.close()
 	scfg, err := streamerConfig(ctx, st.cfg)
@@ -74,6 +74,9 @@ func streamerConfig(ctx context.Context, cfg *config.Config) (streamer.Config, e
 		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: kopts,
 		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
 		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
+	}
+	if sc.HeartbeatInterval == 0 { // in decant.yaml, 0 means off
+		sc.HeartbeatInterval = -1
 	}
 	if cfg.Postgres.CreatePublication {
 		conn, err := connectPG(ctx, cfg)

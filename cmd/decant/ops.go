@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
@@ -147,4 +148,39 @@ func (st *resolverSetup) startOps(ctx context.Context) (*opsServer, func()) {
 		}
 	}()
 	return ops, func() { cancel(); <-done }
+}
+
+// requireBeforeImages refuses to start the map stage when a table's before
+// image lacks link columns the resolution needs (PRODUCT.md §4): without
+// them, documents a row used to belong to would never be rebuilt.
+func requireBeforeImages(model *mappings.Model, cat *mappings.Catalog) error {
+	var problems []string
+	for _, tn := range model.Tables() {
+		need := model.NeedsBeforeImage(tn)
+		if len(need) == 0 {
+			continue
+		}
+		t := cat.Table(tn)
+		if t == nil {
+			continue
+		}
+		have := map[string]bool{}
+		for _, c := range t.IdentityColumns {
+			have[c] = true
+		}
+		var missing []string
+		for _, c := range need {
+			if !have[c] {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			problems = append(problems, fmt.Sprintf("  table %s: updates and deletes do not carry %v in their before image; fix: ALTER TABLE %s REPLICA IDENTITY FULL;",
+				tn, missing, tn.Sanitize()))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the map stage cannot find the documents a changed row used to belong to:\n%s\n(decant check lists every problem)", strings.Join(problems, "\n"))
 }

@@ -17,6 +17,11 @@ say "Creating the sample shop database (10,000 customers, 30,000 orders, ~75,000
 "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS shop WITH (FORCE)" -c "CREATE DATABASE shop"
 "${PSQL[@]}" -d shop -f examples/shop/schema.sql
 curl -s -XDELETE "$ES/customer*" >/dev/null || true
+# A previous demo's topics (prefix "shop.") would hold its consumer offsets.
+java -cp "${DECANT_CACHE_DIR:-.cache}/kafka/libs/*" org.apache.kafka.tools.TopicCommand \
+  --bootstrap-server "127.0.0.1:${DECANT_KAFKA_PORT:-59092}" --delete --topic 'shop\..*' >/dev/null 2>&1 || true
+java -cp "${DECANT_CACHE_DIR:-.cache}/kafka/libs/*" org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+  --bootstrap-server "127.0.0.1:${DECANT_KAFKA_PORT:-59092}" --delete --group shop.map --group shop.build >/dev/null 2>&1 || true
 bin/decant check --config examples/shop/decant.yaml
 
 say "Running: bin/decant run --config examples/shop/decant.yaml (log: /tmp/decant-demo.log)"
@@ -24,7 +29,8 @@ bin/decant run --config examples/shop/decant.yaml >/tmp/decant-demo.log 2>&1 &
 pid=$!
 cleanup() {
   trap - INT TERM EXIT
-  say "Stopping decant and the servers"
+  trap '' PIPE # the terminal or a pipe may be gone already: still stop everything
+  say "Stopping decant and the servers" || true
   kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
   make --no-print-directory infra-down
 }

@@ -16,40 +16,43 @@ SELECT to_jsonb(t0."id") AS "id",
         'name', t2."name")
       FROM "public"."users" AS t2
       WHERE t2."id" = t0."manager_id"),
+    'manager_name', (SELECT to_jsonb(t3."name")
+      FROM "public"."users" AS t3
+      WHERE t3."id" = t0."manager_id"),
     'sent', COALESCE((SELECT jsonb_agg(jsonb_build_object(
-        'id', t3."id",
-        'sender_id', t3."sender_id",
-        'recipient_id', t3."recipient_id",
-        'body', t3."body",
-        'sent_at', t3."sent_at") ORDER BY t3."sent_at" DESC NULLS LAST, t3."id")
-      FROM "public"."messages" AS t3
-      WHERE t3."sender_id" = t0."id"), '[]'::jsonb),
-    'received', COALESCE((SELECT jsonb_agg(to_jsonb(t4."body") ORDER BY t4."id")
+        'id', t4."id",
+        'sender_id', t4."sender_id",
+        'recipient_id', t4."recipient_id",
+        'body', t4."body",
+        'sent_at', t4."sent_at") ORDER BY t4."sent_at" DESC NULLS LAST, t4."id")
       FROM "public"."messages" AS t4
-      WHERE t4."recipient_id" = t0."id"), '[]'::jsonb),
+      WHERE t4."sender_id" = t0."id"), '[]'::jsonb),
+    'received', COALESCE((SELECT jsonb_agg(to_jsonb(t5."body") ORDER BY t5."id")
+      FROM "public"."messages" AS t5
+      WHERE t5."recipient_id" = t0."id"), '[]'::jsonb),
     'groups', COALESCE((SELECT jsonb_agg(jsonb_build_object(
-        'id', t5."id",
-        'name', t5."name") ORDER BY t5."id")
-      FROM "public"."memberships" AS j5 JOIN "public"."groups" AS t5 ON t5."id" = j5."group_id"
-      WHERE j5."user_id" = t0."id"), '[]'::jsonb),
-    'group_names', COALESCE((SELECT jsonb_agg(to_jsonb(t6."name") ORDER BY t6."id")
+        'id', t6."id",
+        'name', t6."name") ORDER BY t6."id")
       FROM "public"."memberships" AS j6 JOIN "public"."groups" AS t6 ON t6."id" = j6."group_id"
       WHERE j6."user_id" = t0."id"), '[]'::jsonb),
+    'group_names', COALESCE((SELECT jsonb_agg(to_jsonb(t7."name") ORDER BY t7."id")
+      FROM "public"."memberships" AS j7 JOIN "public"."groups" AS t7 ON t7."id" = j7."group_id"
+      WHERE j7."user_id" = t0."id"), '[]'::jsonb),
     'invoices', COALESCE((SELECT jsonb_agg(jsonb_build_object(
-        'id', t7."id",
-        'user_id', t7."user_id",
-        'amount', t7."amount",
+        'id', t8."id",
+        'user_id', t8."user_id",
+        'amount', t8."amount",
         'lines', COALESCE((SELECT jsonb_agg(jsonb_build_object(
-            'invoice_id', t8."invoice_id",
-            'n', t8."n",
-            'text', t8."text") ORDER BY t8."invoice_id", t8."n")
-          FROM "billing"."invoice_lines" AS t8
-          WHERE t8."invoice_id" = t7."id"), '[]'::jsonb)) ORDER BY t7."id")
-      FROM "billing"."invoices" AS t7
-      WHERE t7."user_id" = t0."id"), '[]'::jsonb),
-    'notes', COALESCE((SELECT jsonb_agg(to_jsonb(t9."note") ORDER BY to_jsonb(t9."note"))
-      FROM "public"."nokey_notes" AS t9
-      WHERE t9."user_id" = t0."id"), '[]'::jsonb)) AS doc
+            'invoice_id', t9."invoice_id",
+            'n', t9."n",
+            'text', t9."text") ORDER BY t9."invoice_id", t9."n")
+          FROM "billing"."invoice_lines" AS t9
+          WHERE t9."invoice_id" = t8."id"), '[]'::jsonb)) ORDER BY t8."id")
+      FROM "billing"."invoices" AS t8
+      WHERE t8."user_id" = t0."id"), '[]'::jsonb),
+    'notes', COALESCE((SELECT jsonb_agg(to_jsonb(t10."note") ORDER BY to_jsonb(t10."note"))
+      FROM "public"."nokey_notes" AS t10
+      WHERE t10."user_id" = t0."id"), '[]'::jsonb)) AS doc
 FROM "public"."users" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 
@@ -62,6 +65,14 @@ WHERE t0."id" = ANY($1::text[]::integer[]);
 --   direct: the aggregate id is (user_id) of the before and after images
 
 -- route aggregates.user.relations.manager: changes to public.users (many-to-one)
+--   watch: id, name
+--   lookup from (id) of the before and after images:
+--   $1: text[] of id values, cast to integer
+SELECT DISTINCT to_jsonb(t0."id") AS "id"
+FROM "public"."users" AS t0
+WHERE t0."manager_id" = ANY($1::text[]::integer[]);
+
+-- route aggregates.user.relations.manager_name: changes to public.users (many-to-one)
 --   watch: id, name
 --   lookup from (id) of the before and after images:
 --   $1: text[] of id values, cast to integer

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "decant.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadAppliesFileDefaultsAndEnv(t *testing.T) {
+	p := writeFile(t, `
+postgres:
+  dsn: postgres://decant:secret@db:5432/shop
+kafka:
+  brokers: [k1:9092, k2:9092]
+  partitions: 3
+streamer:
+  heartbeat_interval: 30s
+`)
+	cfg, err := Load(p, []string{"DECANT_KAFKA_TOPIC_PREFIX=shop", "DECANT_ELASTICSEARCH_URLS=http://es1:9200, http://es2:9200", "HOME=/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Postgres.DSN != "postgres://decant:secret@db:5432/shop" || cfg.Postgres.Slot != "decant" {
+		t.Errorf("postgres = %+v", cfg.Postgres)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "k1:9092,k2:9092" || cfg.Kafka.Partitions != 3 || cfg.Kafka.TopicPrefix != "shop" {
+		t.Errorf("kafka = %+v", cfg.Kafka)
+	}
+	if strings.Join(cfg.Elasticsearch.URLs, ",") != "http://es1:9200,http://es2:9200" {
+		t.Errorf("elasticsearch.urls from env = %v", cfg.Elasticsearch.URLs)
+	}
+	if cfg.Streamer.HeartbeatInterval != 30*time.Second || cfg.Streamer.StatusInterval != 200*time.Millisecond {
+		t.Errorf("streamer = %+v", cfg.Streamer)
+	}
+	if cfg.Dir != filepath.Dir(p) {
+		t.Errorf("Dir = %q", cfg.Dir)
+	}
+}
+
+// Every problem is reported at once, each with file:line:column, the key
+// and what to do.
+func TestLoadErrorsHavePositions(t *testing.T) {
+	p := writeFile(t, `postgres:
+  dsn: postgres://db/shop
+  slott: x
+kafka:
+  brokers: [nohost]
+  partitions: many
+streamer:
+  status_interval: soon
+log:
+  level: loud
+`)
+	_, err := Load(p, nil)
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		p + `:3:3: postgres.slott: unknown key; did you mean "slot"?`,
+		p + `:6:15: kafka.partitions: "many" is not a whole number`,
+		p + `:8:20: streamer.status_interval: "soon" is not a duration`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors lack %q:\n%s", want, msg)
+		}
+	}
+	// Value errors found by validation point at the value too.
+	p2 := writeFile(t, "kafka:\n  brokers: [nohost]\nlog:\n  level: loud\n")
+	_, err = Load(p2, nil)
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{
+		p2 + `:2:12: kafka.brokers: "nohost" has no port: write host:port`,
+		p2 + `:4:10: log.level: "loud": use debug, info, warn or error`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%s", want, err)
+		}
+	}
+}
+
+func TestLoadEnvErrors(t *testing.T) {
+	_, err := Load("", []string{"DECANT_KAFKA_PARTITIONS=zero", "DECANT_POSTGRES_SLUT=x"})
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, want := range []string{
+		`DECANT_KAFKA_PARTITIONS (kafka.partitions): "zero" is not a whole number`,
+		`DECANT_POSTGRES_SLUT: unknown variable; did you mean "DECANT_POSTGRES_SLOT"?`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%s", want, err)
+		}
+	}
+}
+
+func TestWrongShapes(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"kafka: [a]", `kafka: want a mapping (key: value lines), got a list`},
+		{"kafka:\n  brokers: k1:9092", `kafka.brokers: want a list, e.g. [a, b], got "k1:9092"`},
+		{"postgres:\n  create_publication: maybe", `postgres.create_publication: "maybe" is not a boolean`},
+		{"postgres:\n  dsn: a\n  dsn: b", `postgres.dsn: duplicate key`},
+		{"mappings: []", `mappings: needs at least one mapping file`},
+	} {
+		_, err := Load(writeFile(t, c.yaml), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	cfg := Default()
+	cfg.Postgres.DSN = "postgres://decant:hunter2@db/shop?sslmode=require"
+	cfg.Kafka.SASL.Password = "kpass"
+	cfg.Elasticsearch.Password = "espass"
+	cfg.Elasticsearch.APIKey = "key"
+	r := cfg.Redacted()
+	for _, secret := range []string{"hunter2", "kpass", "espass"} {
+		for _, v := range []string{r.Postgres.DSN, r.Kafka.SASL.Password, r.Elasticsearch.Password, r.Elasticsearch.APIKey} {
+			if strings.Contains(v, secret) {
+				t.Errorf("redacted config still holds %q", secret)
+			}
+		}
+	}
+	if got := RedactDSN("host=db user=decant password=hunter2 dbname=shop"); strings.Contains(got, "hunter2") || !strings.Contains(got, "password=xxxxx") {
+		t.Errorf("RedactDSN(key=value) = %q", got)
+	}
+	if cfg.Postgres.DSN != "postgres://decant:hunter2@db/shop?sslmode=require" {
+		t.Error("Redacted changed the original")
+	}
+}
