@@ -256,9 +256,9 @@ func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unch
 		b = appendJSONString(b, []byte(n))
 	}
 	b = append(b, `],"source":{"lsn":"`...)
-	b = append(b, wire.FormatLSN(at.lsn)...)
+	b = wire.AppendLSN(b, at.lsn)
 	b = append(b, `","commit_lsn":"`...)
-	b = append(b, wire.FormatLSN(at.commitLSN)...)
+	b = wire.AppendLSN(b, at.commitLSN)
 	b = append(b, `","xid":`...)
 	b = strconv.AppendUint(b, uint64(at.xid), 10)
 	b = append(b, `,"commit_time":"`...)

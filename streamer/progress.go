@@ -23,6 +23,11 @@ type txnMark struct {
 	pending atomic.Int64
 	closed  atomic.Bool
 	end     uint64 // LSN to confirm once the transaction is fully acked
+
+	// The decant-lsn header value of the transaction's records; used only
+	// by the goroutine that produces them.
+	lsn     uint64
+	lsnText []byte
 }
 
 func newProgress(start uint64) *progress { return &progress{confirmed: start} }

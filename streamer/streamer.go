@@ -391,9 +391,12 @@ func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int
 // It blocks when MaxInFlight records are unacknowledged (backpressure).
 func (s *Streamer) produce(ctx context.Context, rec record, m *txnMark, lsn uint64) {
 	m.add()
+	if m.lsn != lsn || m.lsnText == nil { // one header value per transaction, shared by its records
+		m.lsn, m.lsnText = lsn, wire.AppendLSN(nil, lsn)
+	}
 	kr := &kgo.Record{Topic: rec.topic, Key: rec.key, Value: rec.value, Headers: []kgo.RecordHeader{
-		{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(lsn))},
-		{Key: wire.HeaderOp, Value: []byte(rec.op)},
+		{Key: wire.HeaderLSN, Value: m.lsnText},
+		{Key: wire.HeaderOp, Value: opBytes[rec.op]},
 	}}
 	started := time.Now()
 	s.kafka.Produce(ctx, kr, func(r *kgo.Record, err error) {
@@ -430,6 +433,10 @@ func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 	}
 	s.setFatal(fmt.Errorf("produce to %s: %w", r.Topic, err))
 }
+
+// opBytes are the decant-op header values, shared by every record.
+var opBytes = map[wire.Op][]byte{wire.OpCreate: []byte("c"), wire.OpUpdate: []byte("u"), wire.OpDelete: []byte("d"),
+	wire.OpRead: []byte("r"), wire.OpTruncate: []byte("t")}
 
 func deadLetter(r *kgo.Record, err error) []byte {
 	b := []byte(`{"stage":"stream","topic":`)

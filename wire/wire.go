@@ -80,8 +80,28 @@ type Document struct {
 }
 
 // FormatLSN formats an LSN the way PostgreSQL does ("16/B374D848").
-func FormatLSN(lsn uint64) string {
-	return fmt.Sprintf("%X/%X", uint32(lsn>>32), uint32(lsn))
+func FormatLSN(lsn uint64) string { return string(AppendLSN(nil, lsn)) }
+
+// AppendLSN appends the LSN's text form to b, without allocating more.
+func AppendLSN(b []byte, lsn uint64) []byte {
+	b = appendHexUpper(b, lsn>>32)
+	b = append(b, '/')
+	return appendHexUpper(b, lsn&0xFFFFFFFF)
+}
+
+func appendHexUpper(b []byte, v uint64) []byte {
+	const digits = "0123456789ABCDEF"
+	var buf [16]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = digits[v&0xF]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, buf[i:]...)
 }
 
 // ParseLSN parses "16/B374D848".
