@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -55,15 +56,18 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			recv := time.Since(started)
 
 			started = time.Now()
+			cpu0 := cpuSeconds()
 			e.start()
 			e.waitCaughtUpTo(end, 10*time.Minute)
 			ours := time.Since(started)
+			cpu := cpuSeconds() - cpu0
 			e.stop()
 			rr, or := float64(rows)/recv.Seconds(), float64(rows)/ours.Seconds()
 			t.ReportMetric(or/rr, "ratio")
 			t.ReportMetric(or, "rows/s")
-			fmt.Printf("BENCH stream %-22s rows=%d pg_recvlogical=%.0f rows/s (%.2fs) decant=%.0f rows/s (%.2fs) ratio=%.2f\n",
-				shape, rows, rr, recv.Seconds(), or, ours.Seconds(), or/rr)
+			t.ReportMetric(cpu*1000/float64(rows), "cpu-s/1k-rows")
+			fmt.Printf("BENCH stream %-22s rows=%d pg_recvlogical=%.0f rows/s (%.2fs) decant=%.0f rows/s (%.2fs) ratio=%.2f cpu=%.3fs/1k rows peak_rss=%dMB\n",
+				shape, rows, rr, recv.Seconds(), or, ours.Seconds(), or/rr, cpu*1000/float64(rows), vmHWM(t, os.Getpid())>>20)
 		})
 	}
 }
@@ -82,4 +86,11 @@ func (e *env) waitCaughtUpTo(target string, timeout time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.t.Fatalf("slot %s did not confirm %s within %s", e.cfg.Slot, target, timeout)
+}
+
+// cpuSeconds is the user+system CPU time of this process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }

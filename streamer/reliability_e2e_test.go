@@ -395,7 +395,7 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 }
 
 // vmHWM reads a process's peak resident set size in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
+func vmHWM(t testing.TB, pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
