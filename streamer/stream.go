@@ -52,8 +52,14 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	}()
 
 	nextStatus := time.Now().Add(s.cfg.StatusInterval)
-	dl := &deadlineCtx{parent: ctx}
-	defer dl.stop()
+	// Reads use a plain read deadline on the socket, not a context: pgconn
+	// watches a cancellable context with a goroutine per call, which costs
+	// more than decoding a row. Cancellation sets the deadline to now.
+	conn := repl.Conn()
+	stopWatch := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+	defer stopWatch()
+	defer conn.SetReadDeadline(time.Time{})
+	var deadline time.Time
 	progressLog := time.Now().Add(30 * time.Second)
 	for {
 		if err := s.fatalErr(); err != nil {
@@ -69,7 +75,13 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 				progressLog = now.Add(30 * time.Second)
 			}
 		}
-		msg, err := repl.ReceiveMessage(dl.until(nextStatus))
+		if !deadline.Equal(nextStatus) && ctx.Err() == nil {
+			deadline = nextStatus
+			if err := conn.SetReadDeadline(deadline); err != nil {
+				return fmt.Errorf("set read deadline: %w", err)
+			}
+		}
+		msg, err := repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -218,30 +230,5 @@ func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
 			s.log.Warn("heartbeat failed; an idle slot then advances only through keepalives", "err", err)
 			warned = true
 		}
-	}
-}
-
-// deadlineCtx hands out one deadline context per deadline rather than one
-// per message: creating and watching a context per message is a measurable
-// cost at 100k messages/s.
-type deadlineCtx struct {
-	parent context.Context
-	ctx    context.Context
-	cancel context.CancelFunc
-	at     time.Time
-}
-
-func (d *deadlineCtx) until(t time.Time) context.Context {
-	if d.ctx == nil || !d.at.Equal(t) {
-		d.stop()
-		d.ctx, d.cancel = context.WithDeadline(d.parent, t)
-		d.at = t
-	}
-	return d.ctx
-}
-
-func (d *deadlineCtx) stop() {
-	if d.cancel != nil {
-		d.cancel()
 	}
 }
