@@ -75,17 +75,23 @@ func TestResolverKillNine(t *testing.T) {
 	// stage was killed often enough.
 	workloadDone := make(chan struct{})
 	killers := make(chan error, 2)
+	kctx, stopKillers := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stopKillers(); running.Wait() }) // a failed test stops them before its cleanups
 	for i, s := range []string{"map", "build"} {
 		r := rand.New(rand.NewPCG(seed, uint64(2+i)))
-		go func() { killers <- stages.killLoop(ctx, s, r, kills, workloadDone) }()
+		running.Go(func() { killers <- stages.killLoop(kctx, s, r, kills, workloadDone) })
 	}
 
 	shop := &resShop{r: rand.New(rand.NewPCG(seed, 1)), next: 1_000_000}
 	started := time.Now()
-	resRunWorkload(t, e, shop, ops, map[int]string{ops / 10: "TRUNCATE order_lines", ops / 4: "TRUNCATE customers CASCADE"}, nil)
+	// The workload goes on past ops until both stages were killed often
+	// enough, so that every kill lands while changes keep coming.
+	killed := func() bool { return stages.killed("map") >= kills && stages.killed("build") >= kills }
+	done := resRunWorkload(t, e, shop, ops, killed, map[int]string{ops / 10: "TRUNCATE order_lines", ops / 4: "TRUNCATE customers CASCADE"}, nil)
 	workloadTime := time.Since(started)
 	close(workloadDone)
-	t.Logf("workload: %d operations in %s (%d transactions rolled back, %d reloads)", ops, workloadTime.Round(time.Millisecond), shop.failed, shop.reloads)
+	t.Logf("workload: %d operations in %s (%d transactions rolled back, %d reloads)", done, workloadTime.Round(time.Millisecond), shop.failed, shop.reloads)
 	for range 2 {
 		if err := <-killers; err != nil {
 			t.Fatal(err)
@@ -134,6 +140,13 @@ func (k *resKillable) start(stage string) error {
 	return nil
 }
 
+// killed is how many times stage was killed so far.
+func (k *resKillable) killed(stage string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kills[stage]
+}
+
 // killLoop kills stage with SIGKILL and restarts it at once, over and
 // over, until done is closed and the stage was killed at least minKills
 // times. Each generation is killed at a random moment 0-3s after it first
@@ -152,6 +165,7 @@ func (k *resKillable) killLoop(ctx context.Context, stage string, r *rand.Rand, 
 		}
 		polled := filepath.Join(k.polled, fmt.Sprintf("%s-%d.polled", stage, gen))
 		idle := time.After(30 * time.Second)
+		how := "after its first record"
 	waitWork:
 		for {
 			if fi, err := os.Stat(polled); err == nil && fi.Size() > 0 {
@@ -163,6 +177,7 @@ func (k *resKillable) killLoop(ctx context.Context, stage string, r *rand.Rand, 
 			case <-done:
 				finished, done = true, nil
 			case <-idle:
+				how = "after 30s without a record"
 				break waitWork
 			case <-time.After(50 * time.Millisecond):
 			}
@@ -179,7 +194,7 @@ func (k *resKillable) killLoop(ctx context.Context, stage string, r *rand.Rand, 
 		c.kill()
 		k.mu.Lock()
 		k.kills[stage]++
-		k.history = append(k.history, fmt.Sprintf("%s killed %s after its first record", c.name, wait.Round(time.Millisecond)))
+		k.history = append(k.history, fmt.Sprintf("%s killed %s %s", c.name, wait.Round(time.Millisecond), how))
 		k.mu.Unlock()
 		if err := k.start(stage); err != nil {
 			return err
@@ -248,10 +263,12 @@ func (k *resKillable) duplicates(t *testing.T) map[string]resRedelivery {
 	return out
 }
 
-// resRunWorkload runs ops random operations of shop in transactions of
-// 1-8 operations, as TestResolverDifferential does: statements[i] replaces
-// operation i (a TRUNCATE), events[i] runs after operation i.
-func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, statements map[int]string, events map[int]func()) {
+// resRunWorkload runs at least ops random operations of shop in
+// transactions of 1-8 operations, as TestResolverDifferential does, and
+// goes on until enough returns true (nil: stop at ops). statements[i]
+// replaces operation i (a TRUNCATE), events[i] runs after operation i. It
+// returns the number of operations run.
+func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, enough func() bool, statements map[int]string, events map[int]func()) int {
 	t.Helper()
 	ctx := e2etest.Ctx(t)
 	conn, err := e.pg.Pool.Acquire(ctx)
@@ -271,7 +288,7 @@ func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, statements 
 	}
 	reload()
 	done := 0
-	for done < ops {
+	for done < ops || enough != nil && !enough() {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -279,7 +296,7 @@ func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, statements 
 		n := 1 + shop.r.IntN(8)
 		again := false
 		var txErr error
-		for i := 0; i < n && done < ops; i++ {
+		for i := 0; i < n; i++ {
 			if sql, ok := statements[done]; ok {
 				_, txErr = tx.Exec(ctx, sql)
 				again = true
@@ -308,4 +325,5 @@ func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, statements 
 			reload()
 		}
 	}
+	return done
 }

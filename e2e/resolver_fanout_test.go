@@ -235,6 +235,12 @@ func (e *resEnv) esCount(t *testing.T, aggregate string, query map[string]any) i
 // the typed id, so every page past the first skipped ids: 20100 rows gave
 // 11101 refs. It checks that every id, single and composite, is enqueued
 // exactly once across many pages.
+//
+// It also runs Backfill on refs topics that do not exist yet (no stage
+// runs), a second regression: Backfill created the topic, then listed its
+// offsets before the broker knew it and failed with
+// UNKNOWN_TOPIC_OR_PARTITION (first-start backfills, `decant backfill` on
+// a fresh cluster).
 func TestResolverBackfillPaginates(t *testing.T) {
 	e := newResEnv(t, `
 CREATE TABLE items (id int PRIMARY KEY, name text);

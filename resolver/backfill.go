@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/mappings"
@@ -67,7 +68,22 @@ func Backfill(ctx context.Context, cfg Config, db *pgxpool.Pool, model *mappings
 		return nil, err
 	}
 	res := &Backfilled{Aggregate: a.Name}
-	if res.Starts, err = allEndOffsets(ctx, adm, topic); err != nil {
+	// A topic ensureTopic just created may be unknown to the broker that
+	// answers for a moment: retry that error for up to 30s.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res.Starts, err = allEndOffsets(ctx, adm, topic)
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			break
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	total, err := estimateRows(ctx, db, a.Table)

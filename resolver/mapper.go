@@ -111,6 +111,9 @@ func (m *Mapper) session(ctx context.Context) error {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(250*time.Millisecond),
+		// Bounded fetch buffers: a backlog of millions of records must not
+		// become millions of records in memory (issue 5, fan-out test).
+		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10), kgo.MaxConcurrentFetches(2),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
