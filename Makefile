@@ -7,7 +7,7 @@ E2E_TIMEOUT ?= 25m
 
 export DECANT_INFRA_DIR ?= /tmp/decant-infra
 
-.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream test-heavy fuzz vet clean help
+.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream bench-index bench-backfill test-heavy chaos fuzz vet clean help
 
 all: build
 
@@ -50,12 +50,18 @@ demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C sto
 	bash examples/shop/demo.sh
 
 test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
-	DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites|Chaos' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
 
 bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (servers must be up)
 	$(GO) test -run '^$$' -bench 'BenchmarkStreamVsRecvlogical' -benchtime=1x -timeout 60m ./streamer | grep -E 'BENCH|^ok|FAIL'
 
-bench: bench-stream ## every benchmark (servers must be up)
+bench-index: ## Elasticsearch sink docs/s ÷ a direct bulk load of the same documents (servers must be up)
+	$(GO) test -run '^$$' -bench 'BenchmarkESSinkVsDirectBulk' -benchtime=1x -timeout 60m ./e2e | grep -E 'BENCH|^Benchmark|^ok|FAIL'
+
+bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 100000)
+	$(GO) test -run '^$$' -bench '^BenchmarkBackfill$$' -benchtime=1x -timeout 120m ./e2e | grep -E 'BENCH|^ok|FAIL'
+
+bench: bench-stream bench-index bench-backfill ## every benchmark (servers must be up)
 
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
