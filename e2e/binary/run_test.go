@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/e2e/e2etest"
 )
 
@@ -36,18 +37,23 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
 	})
 	var total time.Duration
+	cl := client.New("http://" + addr)
 	for i := 1; i <= iterations; i++ {
 		name := fmt.Sprintf("written-%d", i)
 		p.pg.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
 		lsn := p.lsn()
 		started := time.Now()
-		code, body, err := get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=30s")
-		total += time.Since(started)
-		if err != nil || code != 200 {
+		// Odd iterations use the Go client, even ones plain HTTP.
+		if i%2 == 1 {
+			if err := cl.Wait(context.Background(), lsn, 30*time.Second); err != nil {
+				t.Fatalf("iteration %d: client.Wait(%s): %v", i, lsn, err)
+			}
+		} else if code, body, err := get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=30s"); err != nil || code != 200 {
 			t.Fatalf("iteration %d: /v1/wait?lsn=%s: %d %s %v", i, lsn, code, body, err)
 		}
+		total += time.Since(started)
 		q := url.QueryEscape(fmt.Sprintf(`name.keyword:"%s"`, name))
-		code, body, err = get(p.es.URL + "/" + p.alias + "/_search?q=" + q)
+		code, body, err := get(p.es.URL + "/" + p.alias + "/_search?q=" + q)
 		if err != nil || code != 200 || !strings.Contains(body, `"total":{"value":1,`) {
 			t.Fatalf("iteration %d: write %q not found right after /v1/wait returned: %d %s %v", i, name, code, body, err)
 		}
@@ -56,6 +62,16 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 	code, _, _ := get("http://" + addr + "/v1/wait?lsn=FFFFFFFF/0&timeout=300ms")
 	if code != 408 {
 		t.Fatalf("/v1/wait for a future LSN: status %d, want 408", code)
+	}
+	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != client.ErrTimeout {
+		t.Fatalf("client.Wait for a future LSN: %v, want ErrTimeout", err)
+	}
+	if code, body, _ := get("http://" + addr + "/v1/wait?lsn=nonsense"); code != 400 || !strings.Contains(body, "pg_current_wal_lsn") {
+		t.Fatalf("/v1/wait?lsn=nonsense: %d %s, want 400 saying what to pass", code, body)
+	}
+	wm, err := cl.Watermarks(context.Background())
+	if err != nil || wm["build"] == nil || wm["stream"] == nil {
+		t.Fatalf("client.Watermarks: %v %v", wm, err)
 	}
 }
 
