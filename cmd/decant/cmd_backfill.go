@@ -73,20 +73,27 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var closers []func() // run after the build stage stopped (defers run last-in first-out)
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	if *build {
+	// startBuild runs a build stage in this process (--build). With
+	// --reindex it starts once the new index exists, so the sinks accept
+	// the changed mapping (they check the index at start).
+	startBuild := func() error {
 		sink, closeSinks, err := newSinks(ctx, st)
 		if err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
+			return err
 		}
-		defer closeSinks()
+		closers = append(closers, closeSinks)
 		b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 		if err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
+			return err
 		}
 		wg.Add(1)
 		go func() {
@@ -96,8 +103,20 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				st.log.Error("build stage stopped", "err", err)
 			}
 		}()
+		return nil
+	}
+	if *build && !*reindex {
+		if err := startBuild(); err != nil {
+			fmt.Fprintln(stderr, "decant backfill:", err)
+			return 1
+		}
 	}
 	fill := func(ctx context.Context) error {
+		if *build && *reindex {
+			if err := startBuild(); err != nil {
+				return err
+			}
+		}
 		bar := newProgressLine(stderr, "enqueue "+a.Name)
 		bf, err := resolver.Backfill(ctx, st.rcfg, st.pool, st.model, a.Name, resolver.BackfillOptions{Progress: bar.update})
 		bar.finish()
