@@ -50,7 +50,7 @@ demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C sto
 	bash examples/shop/demo.sh
 
 test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
-	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites|Chaos' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
 
 bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (servers must be up)
 	$(GO) test -run '^$$' -bench 'BenchmarkStreamVsRecvlogical' -benchtime=1x -timeout 60m ./streamer | grep -E 'BENCH|^ok|FAIL'
@@ -62,6 +62,9 @@ bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ d
 	$(GO) test -run '^$$' -bench '^BenchmarkBackfill$$' -benchtime=1x -timeout 120m ./e2e | grep -E 'BENCH|^ok|FAIL'
 
 bench: bench-stream bench-index bench-backfill ## every benchmark (servers must be up)
+
+chaos: ## long chaos run: ≥50,000 operations, ≥30 faults (restarts the test servers; they must be up)
+	set -o pipefail; DECANT_HEAVY=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./e2e/chaos 2>&1 | tee /tmp/decant-chaos.log | grep -E '^(CHAOS|--- |ok|FAIL|PASS)'
 
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m

@@ -281,7 +281,7 @@ func applyEnv(cfg *Config, env []string) []error {
 	walk(reflect.ValueOf(cfg).Elem(), "DECANT", "")
 	var unknown []string
 	for k := range vars {
-		if !known[k] && !ignoredEnv[k] && !strings.HasPrefix(k, "DECANT_TEST_") {
+		if !known[k] && !ignoredEnv[k] && !strings.HasPrefix(k, "DECANT_TEST_") && !strings.HasPrefix(k, "DECANT_BENCH_") && !strings.HasPrefix(k, "DECANT_CHAOS_") {
 			unknown = append(unknown, k)
 		}
 	}
@@ -301,6 +301,7 @@ var ignoredEnv = map[string]bool{
 	"DECANT_CONFIG": true, "DECANT_INFRA_DIR": true, "DECANT_CACHE_DIR": true,
 	"DECANT_PG_PORT": true, "DECANT_KAFKA_PORT": true, "DECANT_KAFKA_CONTROLLER_PORT": true,
 	"DECANT_ES_PORT": true, "DECANT_ES_TRANSPORT_PORT": true, "DECANT_WAIT_SECS": true, "DECANT_ES_HEAP": true,
+	"DECANT_HEAVY": true, "DECANT_JAVA": true, "DECANT_KAFKA_HEAP": true, "DECANT_ES_CDS": true,
 }
 
 // Suggest returns `; did you mean "x"?` for the closest name, or "".

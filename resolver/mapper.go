@@ -121,6 +121,12 @@ func (m *Mapper) session(ctx context.Context) error {
 	}
 	defer func() {
 		cl.AllowRebalance()
+		// Leave the group within a bounded time: a plain Close waits for
+		// an in-flight join, which the broker may hold until a member
+		// killed with -9 times out (45s), making SIGTERM slow.
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cl.LeaveGroupContext(lctx)
+		cancel()
 		cl.Close()
 	}()
 	adm := kadm.NewClient(cl)

@@ -92,7 +92,15 @@ func (e *env) readTopic(topic string) []rawRecord { return e.fetch(topic, true) 
 
 func (e *env) fetch(topic string, decode bool) []rawRecord {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var out []rawRecord
+	e.scan(topic, decode, 30*time.Second, func(r rawRecord) { out = append(out, r) })
+	return out
+}
+
+// scan calls fn for every record currently in topic, without keeping them.
+func (e *env) scan(topic string, decode bool, timeout time.Duration, fn func(rawRecord)) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -105,14 +113,13 @@ func (e *env) fetch(topic string, decode bool) []rawRecord {
 		}
 	})
 	if len(want) == 0 {
-		return nil
+		return
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []rawRecord
 	got := map[int32]int64{}
 	for {
 		done := true
@@ -122,7 +129,7 @@ func (e *env) fetch(topic string, decode bool) []rawRecord {
 			}
 		}
 		if done {
-			return out
+			return
 		}
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -140,7 +147,7 @@ func (e *env) fetch(topic string, decode bool) []rawRecord {
 					e.t.Fatalf("record %s of %s is not a change event: %v: %s", r.Key, topic, err, r.Value)
 				}
 			}
-			out = append(out, rr)
+			fn(rr)
 		})
 	}
 }

@@ -130,7 +130,13 @@ func (p *pipeline) start(name string, env []string, args ...string) *proc {
 		p.t.Fatal(err)
 	}
 	cmd := exec.Command(decantBin(p.t), args...)
-	cmd.Env = append(os.Environ(), env...)
+	// Only the test's own DECANT_ variables reach decant: it refuses unknown ones.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)

@@ -28,11 +28,14 @@ type size struct {
 	kafka, es, pg        int     // server restarts
 	outage               [2]time.Duration
 	converge, initialBud time.Duration // time budgets
+	chaosBudget          time.Duration // no new fault after this (0: none)
+	pgWithJVMs           bool          // PostgreSQL restarts never overlap Kafka's or Elasticsearch's
 }
 
 var (
 	short = size{customers: 1000, ops: 8_000, rate: 100, kill9: 8, rebalance: 4, kafka: 2, es: 2, pg: 3,
-		outage: [2]time.Duration{0, 2 * time.Second}, converge: 3 * time.Minute, initialBud: 2 * time.Minute}
+		outage: [2]time.Duration{0, 2 * time.Second}, converge: 3 * time.Minute, initialBud: 2 * time.Minute,
+		chaosBudget: 2 * time.Minute, pgWithJVMs: true}
 	heavy = size{customers: 3000, ops: 60_000, rate: 120, kill9: 16, rebalance: 8, kafka: 6, es: 6, pg: 6,
 		outage: [2]time.Duration{time.Second, 8 * time.Second}, converge: 10 * time.Minute, initialBud: 5 * time.Minute}
 )
@@ -219,21 +222,31 @@ http:
 			t.Logf("fault: %s restarted (away %s%s)", kind, time.Since(t0).Round(100*time.Millisecond), also)
 		}
 	}
-	for i, plan := range []struct {
+	plans := []struct {
 		kinds map[string]int
 		cost  time.Duration // a fault's own duration, roughly
 	}{
 		{map[string]int{"kafka": sz.kafka, "es": sz.es}, 20 * time.Second},
 		{map[string]int{"kill9": sz.kill9, "rebalance": sz.rebalance, "pg": sz.pg}, 2 * time.Second},
-	} {
+	}
+	if sz.pgWithJVMs { // a PostgreSQL shutdown waits for the streamer, which waits for Kafka
+		plans[0].kinds["pg"], plans[1].kinds["pg"] = sz.pg, 0
+	}
+	chaosStart := time.Now()
+	var skipped atomic.Int64
+	for i, plan := range plans {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(2+i)))
 			kinds := schedule(r, plan.kinds)
-			for _, kind := range kinds {
+			for n, kind := range kinds {
 				sleepGap(ctx, r, duration/time.Duration(len(kinds)+1)-plan.cost)
 				if ctx.Err() != nil {
+					return
+				}
+				if sz.chaosBudget > 0 && time.Since(chaosStart) > sz.chaosBudget {
+					skipped.Add(int64(len(kinds) - n))
 					return
 				}
 				inject(r, kind)
@@ -247,12 +260,16 @@ http:
 	if ctx.Err() != nil {
 		t.Fatal(ctx.Err())
 	}
+	if n := skipped.Load(); n > 0 {
+		t.Logf("%d faults not injected: the fault phase is limited to %s", n, sz.chaosBudget)
+	}
 	if len(faultErrs) > 0 {
 		t.Errorf("fault injection failed:\n%s", strings.Join(faultErrs, "\n"))
 	}
 	quietFrom := time.Now() // the workload stops only after the last fault healed
 	t.Logf("workload: %d operations in %d transactions (%d rolled back on purpose, %d failed by faults, %d TRUNCATEs) in %s",
 		w.ops.Load(), w.committed.Load(), w.rolledBack.Load(), w.failed.Load(), w.truncates.Load(), time.Since(initial).Round(time.Second))
+	t.Logf("failed transactions by cause: %v", w.errors)
 
 	res := converge(ctx, t, v, sz.converge)
 	convergeTime := time.Since(quietFrom)
@@ -320,16 +337,29 @@ func selfCheck(ctx context.Context, t *testing.T, f *fleet, v *validator, pool *
 	}
 }
 
-// schedule returns the kinds, each as often as counts says, shuffled.
+// schedule returns the kinds, each as often as counts says, in rounds:
+// each round is a shuffled set of the kinds with occurrences left, so
+// every kind comes early and faults of one kind are spread out.
 func schedule(r *rand.Rand, counts map[string]int) []string {
-	var out []string
-	for _, k := range sortedKeys(counts) {
-		for range counts[k] {
-			out = append(out, k)
-		}
+	left := map[string]int{}
+	for k, n := range counts {
+		left[k] = n
 	}
-	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
+	var out []string
+	for {
+		var round []string
+		for _, k := range sortedKeys(left) {
+			if left[k] > 0 {
+				round = append(round, k)
+				left[k]--
+			}
+		}
+		if len(round) == 0 {
+			return out
+		}
+		r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		out = append(out, round...)
+	}
 }
 
 // sleepGap sleeps 0.5–1.5 × mean (at least a second).

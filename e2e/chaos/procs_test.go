@@ -177,6 +177,9 @@ func (f *fleet) stop(name string) int {
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
+		f.mu.Lock()
+		f.termExits = append(f.termExits, fmt.Sprintf("%s run %d: still running 30s after SIGTERM; killed", p.name, p.gen))
+		f.mu.Unlock()
 		return -1
 	}
 }

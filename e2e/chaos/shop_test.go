@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,6 +179,9 @@ type workload struct {
 	rolledBack atomic.Int64 // on purpose
 	failed     atomic.Int64 // errors: server restarts, ambiguous commits
 	truncates  atomic.Int64
+
+	mu     sync.Mutex
+	errors map[string]int // failed transactions by SQLSTATE, or "connection"
 }
 
 // op is one random operation; it returns the SQL's error.
@@ -335,10 +339,18 @@ func (w *workload) run(ctx context.Context, stop func(ops int64) bool, truncateA
 			w.rolledBack.Add(1)
 		case err != nil:
 			w.failed.Add(1)
+			reason := "connection"
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) { // connection trouble: PostgreSQL is restarting
-				time.Sleep(200 * time.Millisecond)
+			if errors.As(err, &pgErr) {
+				reason = pgErr.Code + " " + pgErr.Message
 			}
+			time.Sleep(200 * time.Millisecond) // PostgreSQL is likely restarting
+			w.mu.Lock()
+			if w.errors == nil {
+				w.errors = map[string]int{}
+			}
+			w.errors[reason]++
+			w.mu.Unlock()
 		case truncate:
 			truncateAt = truncateAt[1:]
 			w.truncates.Add(1)
