@@ -75,31 +75,11 @@ func (b *Builder) session(ctx context.Context) error {
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
-	opts := append(append([]kgo.Opt{}, b.cfg.Kafka...),
-		kgo.ConsumerGroup(b.cfg.Group+".build"),
-		kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		// Bounded fetch buffers: a backlog of millions of records must not
-		// become millions of records in memory (issue 5, fan-out test).
-		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10), kgo.MaxConcurrentFetches(2),
-	)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := groupClient(append([]kgo.Opt{}, b.cfg.Kafka...), b.cfg.Group+".build", topics)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+		return err
 	}
-	defer func() {
-		cl.AllowRebalance()
-		// Leave the group within a bounded time: a plain Close waits for
-		// an in-flight join, which the broker may hold until a member
-		// killed with -9 times out (45s), making SIGTERM slow.
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = cl.LeaveGroupContext(lctx)
-		cancel()
-		cl.Close()
-	}()
+	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, t := range topics {
 		if err := ensureTopic(ctx, adm, t, b.cfg.Partitions, b.cfg.ReplicationFactor, refsTopicConfig(b.cfg.RefsRetention)); err != nil {

@@ -103,32 +103,11 @@ func (m *Mapper) Run(ctx context.Context) error {
 }
 
 func (m *Mapper) session(ctx context.Context) error {
-	opts := append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...)
-	opts = append(opts,
-		kgo.ConsumerGroup(m.cfg.Group+".map"),
-		kgo.ConsumeTopics(m.topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		// Bounded fetch buffers: a backlog of millions of records must not
-		// become millions of records in memory (issue 5, fan-out test).
-		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10), kgo.MaxConcurrentFetches(2),
-	)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := groupClient(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), m.cfg.Group+".map", m.topics)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+		return err
 	}
-	defer func() {
-		cl.AllowRebalance()
-		// Leave the group within a bounded time: a plain Close waits for
-		// an in-flight join, which the broker may hold until a member
-		// killed with -9 times out (45s), making SIGTERM slow.
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = cl.LeaveGroupContext(lctx)
-		cancel()
-		cl.Close()
-	}()
+	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, a := range m.aggs {
 		if err := ensureTopic(ctx, adm, RefsTopic(m.cfg.TopicPrefix, a.Name), m.cfg.Partitions, m.cfg.ReplicationFactor, refsTopicConfig(m.cfg.RefsRetention)); err != nil {
