@@ -2,11 +2,14 @@ package watermark
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/wire"
 )
@@ -28,21 +31,27 @@ type Config struct {
 	Aggregates []string
 	// Poll is how often Wait re-reads positions. Default: 50ms.
 	Poll time.Duration
+	// Snapshot is true when the streamer takes an initial snapshot
+	// (snapshot_mode initial): Wait then also needs its "done" marker.
+	Snapshot bool
 }
 
 // Tracker reads watermarks. Safe for concurrent use.
 type Tracker struct {
-	cfg   Config
-	db    Querier
-	admin *kadm.Client
+	cfg      Config
+	db       Querier
+	admin    *kadm.Client
+	kopts    []kgo.Opt
+	snapDone atomic.Bool
 }
 
-// New returns a Tracker; it does no I/O.
-func New(cfg Config, db Querier, admin *kadm.Client) *Tracker {
+// New returns a Tracker; it does no I/O. kopts are the Kafka connection
+// options, for reading the streamer's snapshot marker.
+func New(cfg Config, db Querier, admin *kadm.Client, kopts []kgo.Opt) *Tracker {
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	return &Tracker{cfg: cfg, db: db, admin: admin}
+	return &Tracker{cfg: cfg, db: db, admin: admin, kopts: kopts}
 }
 
 func (t *Tracker) refsTopics() []string {
@@ -66,6 +75,56 @@ type Watermarks struct {
 	Stream Stage  `json:"stream"`
 	Map    Stage  `json:"map"`
 	Build  Stage  `json:"build"`
+}
+
+// snapshotDone reports whether the streamer finished the slot's initial
+// snapshot: its marker in <prefix>.state (key snapshot/<slot>) says done.
+// Until then the slot's confirmed LSN (its consistent point) overstates
+// progress: snapshot rows may not be in Kafka yet. A true answer is cached.
+func (t *Tracker) snapshotDone(ctx context.Context) (bool, error) {
+	if t.snapDone.Load() {
+		return true, nil
+	}
+	topic := t.cfg.TopicPrefix + ".state"
+	ends, err := t.ends(ctx, []string{topic})
+	if err != nil {
+		return false, err
+	}
+	end, ok := ends.Lookup(topic, 0)
+	if !ok || end.Offset == 0 {
+		return false, nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, t.kopts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	key := "snapshot/" + t.cfg.Slot
+	done := false
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		last := int64(-1)
+		fs.EachRecord(func(r *kgo.Record) {
+			last = r.Offset
+			if string(r.Key) == key {
+				var m struct {
+					Done bool `json:"done"`
+				}
+				done = json.Unmarshal(r.Value, &m) == nil && m.Done
+			}
+		})
+		if last >= end.Offset-1 {
+			break
+		}
+	}
+	if done {
+		t.snapDone.Store(true)
+	}
+	return done, nil
 }
 
 // SlotLSN returns the slot's confirmed_flush_lsn and the server's current WAL LSN.
@@ -172,11 +231,14 @@ func (t *Tracker) Current(ctx context.Context) (Watermarks, error) {
 // Wait blocks until every change committed at or before lsn has passed
 // every stage (see the package doc), or ctx ends.
 func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
-	// 1. The stream stage has everything ≤ lsn in Kafka.
+	// 1. The stream stage has everything ≤ lsn in Kafka: the initial
+	// snapshot is complete and the slot confirmed lsn.
 	for {
 		confirmed, _, err := t.SlotLSN(ctx)
 		if err == nil && confirmed >= lsn {
-			break
+			if done, err := t.snapshotDone(ctx); err == nil && (done || !t.cfg.Snapshot) {
+				break
+			}
 		}
 		if !t.sleep(ctx) {
 			return fmt.Errorf("waiting for the streamer to confirm %s: %w", wire.FormatLSN(lsn), ctx.Err())

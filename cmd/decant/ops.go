@@ -69,14 +69,16 @@ func kafkaAdmin(ctx context.Context, cfg *config.Config) (*kgo.Client, *kadm.Cli
 
 // newTracker builds the watermark tracker of a model.
 func newTracker(cfg *config.Config, model *mappings.Model, db *pgxpool.Pool, adm *kadm.Client) *watermark.Tracker {
-	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: resolverGroup(cfg)}
+	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: resolverGroup(cfg),
+		Snapshot: cfg.Streamer.SnapshotMode != "never"}
 	for _, t := range model.Tables() {
 		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}
 	for _, a := range model.Aggregates {
 		wc.Aggregates = append(wc.Aggregates, a.Name)
 	}
-	return watermark.New(wc, db, adm)
+	kopts, _ := kafkaOpts(cfg) // already validated by the caller's kafkaAdmin
+	return watermark.New(wc, db, adm, kopts)
 }
 
 // resolverGroup is the consumer group prefix of the map and build stages.
