@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,13 +61,9 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	defer st.close()
-	a := st.model.Aggregate(pos[0])
-	if a == nil {
-		var names []string
-		for _, x := range st.model.Aggregates {
-			names = append(names, x.Name)
-		}
-		fmt.Fprintf(stderr, "decant backfill: no aggregate %q; the mappings define: %s\n", pos[0], strings.Join(names, ", "))
+	a, err := findAggregate(st.model, pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "decant backfill: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/decant-cdc/decant/resolver"
 )
@@ -50,13 +49,9 @@ func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer st.close()
-	a := st.model.Aggregate(pos[0])
-	if a == nil {
-		var names []string
-		for _, x := range st.model.Aggregates {
-			names = append(names, x.Name)
-		}
-		fmt.Fprintf(stderr, "decant preview: no aggregate %q; the mappings define: %s\n", pos[0], strings.Join(names, ", "))
+	a, err := findAggregate(st.model, pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "decant preview: %v\n", err)
 		return 1
 	}
 	key, err := resolver.ParseID(a, pos[1])

@@ -186,3 +186,16 @@ func requireBeforeImages(model *mappings.Model, cat *mappings.Catalog) error {
 	}
 	return fmt.Errorf("the map stage cannot find the documents a changed row used to belong to:\n%s\n(decant check lists every problem)", strings.Join(problems, "\n"))
 }
+
+// findAggregate looks an aggregate up by name; the error lists the names the
+// mappings define.
+func findAggregate(model *mappings.Model, name string) (*mappings.Aggregate, error) {
+	if a := model.Aggregate(name); a != nil {
+		return a, nil
+	}
+	var names []string
+	for _, x := range model.Aggregates {
+		names = append(names, x.Name)
+	}
+	return nil, fmt.Errorf("no aggregate %q; the mappings define: %s", name, strings.Join(names, ", "))
+}
