@@ -24,6 +24,7 @@ type relation struct {
 	key      []int  // indexes into cols of the primary key, in key order
 	topic    string
 	counters map[wire.Op]prometheus.Counter
+	names    []byte // `","schema":"…","table":"…"`, encoded once per relation, not per row
 }
 
 // counter is the rows metric of this table and op, cached: label lookups
@@ -46,6 +47,8 @@ func (r *relation) counter(m *metrics, op wire.Op) prometheus.Counter {
 func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) (*relation, error) {
 	r := &relation{id: m.RelationID, schema: m.Namespace, table: m.RelationName,
 		topic: RawTopic(topicPrefix, m.Namespace, m.RelationName)}
+	r.names = append([]byte(`","schema":`), appendJSONString(nil, []byte(r.schema))...)
+	r.names = append(append(r.names, `,"table":`...), appendJSONString(nil, []byte(r.table))...)
 	byName := map[string]int{}
 	for i, c := range m.Columns {
 		r.cols = append(r.cols, Column{Name: c.Name, TypeOID: c.DataType})
@@ -238,10 +241,7 @@ func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unch
 	b := make([]byte, 0, 160+len(key)+len(before)+len(after)+len(r.schema)+len(r.table))
 	b = append(b, `{"op":"`...)
 	b = append(b, op...)
-	b = append(b, `","schema":`...)
-	b = appendJSONString(b, []byte(r.schema))
-	b = append(b, `,"table":`...)
-	b = appendJSONString(b, []byte(r.table))
+	b = append(b, r.names...)
 	b = append(b, `,"key":`...)
 	b = append(b, key...)
 	b = append(b, `,"before":`...)
