@@ -48,6 +48,10 @@ type Config struct {
 	MaxInFlight int
 	// TakeoverPoll is how often a standby checks whether the slot is free. Default: 2s.
 	TakeoverPoll time.Duration
+	// SpoolDir holds the temporary files of transactions PostgreSQL streams
+	// before they commit (PostgreSQL 14+, those larger than the server's
+	// logical_decoding_work_mem). Default: the system temporary directory.
+	SpoolDir string
 	// Logger receives lifecycle and progress lines. Default: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the streamer's metrics. Default: none.

@@ -12,6 +12,7 @@ type metrics struct {
 	confirmedLSN   prometheus.Gauge
 	snapshotRows   prometheus.Counter
 	dlq            prometheus.Counter
+	streamedTxns   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,9 +33,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Rows read by initial snapshots."}),
 		dlq: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_dlq_total",
 			Help: "Raw events Kafka refused (for example too large), written to the dead-letter topic instead."}),
+		streamedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_spooled_transactions_total",
+			Help: "Transactions PostgreSQL streamed before their commit (larger than logical_decoding_work_mem), spooled to a temporary file."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rows, m.bytes, m.slotLag, m.lastCommit, m.produceLatency, m.confirmedLSN, m.snapshotRows, m.dlq)
+		reg.MustRegister(m.rows, m.bytes, m.slotLag, m.lastCommit, m.produceLatency, m.confirmedLSN, m.snapshotRows, m.dlq, m.streamedTxns)
 	}
 	return m
 }

@@ -19,7 +19,8 @@ import (
 func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn, start uint64) error {
 	s.fatal.Store(nil)
 	prog := newProgress(start)
-	st := &streamState{s: s, pool: pool, prog: prog, rels: map[uint32]*relation{}, enc: &encoder{types: s.types}}
+	st := &streamState{s: s, pool: pool, prog: prog, rels: map[uint32]*relation{}, enc: &encoder{types: s.types}, spools: map[uint32]*spool{}}
+	defer st.closeSpools()
 	s.lastMsg.Store(time.Now().UnixNano())
 
 	hbCtx, stopHB := context.WithCancel(ctx)
@@ -132,16 +133,126 @@ type streamState struct {
 	enc  *encoder
 	cur  *txnMark // open transaction, nil between transactions
 	at   txnInfo
+
+	// Protocol 2: transactions PostgreSQL streams before they commit.
+	spools   map[uint32]*spool // by top-level xid
+	inStream bool              // between stream start and stream stop
+	spooling *spool            // the spool of the open stream block
+}
+
+// closeSpools releases the spools of transactions that did not finish.
+func (st *streamState) closeSpools() {
+	for xid, sp := range st.spools {
+		_ = sp.close()
+		delete(st.spools, xid)
+	}
 }
 
 func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte) error {
-	msg, err := pglogrepl.Parse(data)
+	if len(data) == 0 {
+		return fmt.Errorf("empty pgoutput message at %s", wire.FormatLSN(walStart))
+	}
+	typ := pglogrepl.MessageType(data[0])
+	if st.inStream {
+		// Inside a stream block every message belongs to the in-progress
+		// transaction: spool it as received, decode it at commit.
+		switch typ {
+		case pglogrepl.MessageTypeStreamStop:
+			st.inStream = false
+			return nil
+		case pglogrepl.MessageTypeStreamStart, pglogrepl.MessageTypeStreamCommit, pglogrepl.MessageTypeStreamAbort,
+			pglogrepl.MessageTypeBegin, pglogrepl.MessageTypeCommit:
+			return fmt.Errorf("pgoutput message %s at %s inside a stream block", typ, wire.FormatLSN(walStart))
+		}
+		return st.spooling.add(walStart, data)
+	}
+	msg, err := pglogrepl.ParseV2(data, false)
 	if err != nil {
 		return fmt.Errorf("decode pgoutput message at %s: %w", wire.FormatLSN(walStart), err)
 	}
 	switch m := msg.(type) {
-	case *pglogrepl.RelationMessage:
-		r, err := st.s.loadRelation(ctx, st.pool, m)
+	case *pglogrepl.StreamStartMessageV2:
+		sp := st.spools[m.Xid]
+		if sp == nil {
+			if sp, err = newSpool(st.s.cfg.SpoolDir, m.Xid); err != nil {
+				return err
+			}
+			st.spools[m.Xid] = sp
+			st.s.met.streamedTxns.Inc()
+		}
+		st.inStream, st.spooling = true, sp
+	case *pglogrepl.StreamAbortMessageV2:
+		sp := st.spools[m.Xid]
+		if sp == nil {
+			return nil
+		}
+		if m.SubXid != m.Xid {
+			sp.abortSub(m.SubXid)
+			return nil
+		}
+		delete(st.spools, m.Xid)
+		return sp.close()
+	case *pglogrepl.StreamCommitMessageV2:
+		return st.commitStreamed(ctx, m)
+	default:
+		return st.apply(ctx, walStart, msg)
+	}
+	return nil
+}
+
+// commitStreamed replays a streamed transaction at its commit, minus the
+// row changes of aborted subtransactions, as if it had been sent whole.
+func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCommitMessageV2) error {
+	if st.cur != nil {
+		return fmt.Errorf("stream commit at %s inside a transaction", wire.FormatLSN(uint64(m.CommitLSN)))
+	}
+	st.cur = st.prog.open()
+	st.at = txnInfo{commitLSN: uint64(m.CommitLSN), xid: m.Xid, commitTime: m.CommitTime}
+	if sp := st.spools[m.Xid]; sp != nil {
+		delete(st.spools, m.Xid)
+		err := sp.replay(func(walStart uint64, data []byte) error {
+			msg, err := pglogrepl.ParseV2(data, true)
+			if err != nil {
+				return fmt.Errorf("decode streamed pgoutput message at %s: %w", wire.FormatLSN(walStart), err)
+			}
+			if sp.aborted != nil && sp.aborted[changeXid(msg)] {
+				return nil
+			}
+			return st.apply(ctx, walStart, msg)
+		})
+		if cerr := sp.close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return st.apply(ctx, uint64(m.CommitLSN), &pglogrepl.CommitMessage{CommitLSN: m.CommitLSN, TransactionEndLSN: m.TransactionEndLSN, CommitTime: m.CommitTime})
+}
+
+// changeXid is the (sub)transaction of a streamed row change; 0 for messages
+// that are not row changes (relation and type messages are never skipped:
+// PostgreSQL does not send them again for the same transaction).
+func changeXid(msg pglogrepl.Message) uint32 {
+	switch m := msg.(type) {
+	case *pglogrepl.InsertMessageV2:
+		return m.Xid
+	case *pglogrepl.UpdateMessageV2:
+		return m.Xid
+	case *pglogrepl.DeleteMessageV2:
+		return m.Xid
+	case *pglogrepl.TruncateMessageV2:
+		return m.Xid
+	}
+	return 0
+}
+
+// apply handles one decoded message of a transaction, sent whole or replayed
+// from a spool.
+func (st *streamState) apply(ctx context.Context, walStart uint64, msg pglogrepl.Message) error {
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessageV2:
+		r, err := st.s.loadRelation(ctx, st.pool, &m.RelationMessage)
 		if err != nil {
 			return err
 		}
@@ -156,13 +267,13 @@ func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte)
 		st.prog.close(st.cur, uint64(m.TransactionEndLSN))
 		st.cur = nil
 		st.s.met.lastCommit.Set(float64(m.CommitTime.UnixNano()) / 1e9)
-	case *pglogrepl.InsertMessage:
+	case *pglogrepl.InsertMessageV2:
 		return st.change(ctx, walStart, m.RelationID, wire.OpCreate, nil, 0, m.Tuple)
-	case *pglogrepl.UpdateMessage:
+	case *pglogrepl.UpdateMessageV2:
 		return st.change(ctx, walStart, m.RelationID, wire.OpUpdate, m.OldTuple, m.OldTupleType, m.NewTuple)
-	case *pglogrepl.DeleteMessage:
+	case *pglogrepl.DeleteMessageV2:
 		return st.change(ctx, walStart, m.RelationID, wire.OpDelete, m.OldTuple, m.OldTupleType, nil)
-	case *pglogrepl.TruncateMessage:
+	case *pglogrepl.TruncateMessageV2:
 		if st.cur == nil {
 			return errors.New("truncate outside a transaction")
 		}

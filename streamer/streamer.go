@@ -249,9 +249,19 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 			}
 		}
 	}
-	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication), "messages 'false'"},
-	})
+	// PostgreSQL 14+ streams transactions larger than logical_decoding_work_mem
+	// before they commit (protocol 2); decant spools them and emits them at
+	// commit, so PostgreSQL does not spill them to its own disk first.
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication), "messages 'false'"}
+	var version int
+	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return fmt.Errorf("read server version: %w", err)
+	}
+	if version >= 140000 {
+		args[0] = "proto_version '2'"
+		args = append(args, "streaming 'on'")
+	}
+	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		if isInUse(err) {
 			return errSlotBusy
