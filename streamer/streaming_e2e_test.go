@@ -162,4 +162,3 @@ func gatherCounter(t *testing.T, reg *prometheus.Registry, name string) float64 
 	t.Fatalf("metric %s not registered", name)
 	return 0
 }
-
