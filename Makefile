@@ -52,16 +52,39 @@ demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C sto
 test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
 	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
 
-bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (servers must be up)
-	$(GO) test -run '^$$' -bench 'BenchmarkStreamVsRecvlogical' -benchtime=1x -timeout 60m ./streamer | grep -E 'BENCH|^ok|FAIL'
+# Benchmarks (docs/performance.md). Each appends its output to BENCH_LOG;
+# `make bench` starts the log afresh, runs them all on one set of servers
+# and turns their BENCH lines into a table and BENCH_REPORT (JSON).
+BENCH_LOG ?= /tmp/decant-bench.log
+BENCH_REPORT ?= bench-report.json
+BENCH_TEST = set -o pipefail; $(GO) test -count=1 -run '^$$' -benchtime=1x
+BENCH_SHOW = tee -a $(BENCH_LOG) | grep -E '^BENCH|^ok|FAIL|panic|_test.go'
+.PHONY: bench-build bench-freshness
+
+bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (DECANT_BENCH_ROWS, default 1000000; servers must be up)
+	$(BENCH_TEST) -bench 'BenchmarkStreamVsRecvlogical' -timeout 60m ./streamer | $(BENCH_SHOW)
+
+bench-build: ## build stage docs/s ÷ the same build SQL as COPY … TO STDOUT (DECANT_BENCH_BUILD_AGGREGATES, default 200000)
+	$(BENCH_TEST) -bench '^BenchmarkBuildVsCopy$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-index: ## Elasticsearch sink docs/s ÷ a direct bulk load of the same documents (servers must be up)
-	$(GO) test -run '^$$' -bench 'BenchmarkESSinkVsDirectBulk' -benchtime=1x -timeout 60m ./e2e | grep -E 'BENCH|^Benchmark|^ok|FAIL'
+	$(BENCH_TEST) -bench '^BenchmarkESSinkVsDirectBulk$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
-bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 100000)
-	$(GO) test -run '^$$' -bench '^BenchmarkBackfill$$' -benchtime=1x -timeout 120m ./e2e | grep -E 'BENCH|^ok|FAIL'
+bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
+	DECANT_BENCH_AGGREGATES=$${DECANT_BENCH_AGGREGATES:-1000000} $(BENCH_TEST) -bench '^BenchmarkBackfill$$' -timeout 120m ./e2e | $(BENCH_SHOW)
 
-bench: bench-stream bench-index bench-backfill ## every benchmark (servers must be up)
+bench-freshness: ## decant run: max change rate, commit → searchable p50/p99 at half of it, CPU and peak RSS
+	$(BENCH_TEST) -bench '^BenchmarkFreshness$$' -timeout 60m ./e2e | $(BENCH_SHOW)
+
+bench: ## every benchmark on one set of servers, then the table and bench-report.json (BENCH_REPORT)
+	@$(MAKE) --no-print-directory infra-up
+	@rm -f $(BENCH_LOG); status=0; \
+	for t in bench-stream bench-build bench-index bench-backfill bench-freshness; do \
+		$(MAKE) --no-print-directory $$t || status=1; \
+	done; \
+	echo; $(GO) run ./e2e/benchreport -json $(BENCH_REPORT) $(BENCH_LOG) || status=1; \
+	echo "make bench: $$((SECONDS / 60))m$$((SECONDS % 60))s, full output in $(BENCH_LOG)"; \
+	exit $$status
 
 chaos: ## long chaos run: ≥50,000 operations, ≥30 faults (restarts the test servers; they must be up)
 	set -o pipefail; DECANT_HEAVY=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./e2e/chaos 2>&1 | tee /tmp/decant-chaos.log | grep -E '^(CHAOS|--- |ok|FAIL|PASS)'
@@ -69,6 +92,7 @@ chaos: ## long chaos run: ≥50,000 operations, ≥30 faults (restarts the test 
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
+	$(GO) test ./streamer -run='^$$' -fuzz=FuzzDecodePgoutput -fuzztime=1m
 	$(GO) test ./config -run='^$$' -fuzz=FuzzParse -fuzztime=1m
 
 clean:

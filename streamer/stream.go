@@ -131,6 +131,7 @@ type streamState struct {
 	prog *progress
 	rels map[uint32]*relation
 	enc  *encoder
+	dec  rowDecoder
 	cur  *txnMark // open transaction, nil between transactions
 	at   txnInfo
 
@@ -166,7 +167,10 @@ func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte)
 		}
 		return st.spooling.add(walStart, data)
 	}
-	msg, err := pglogrepl.ParseV2(data, false)
+	if isRowMessage(data[0]) {
+		return st.row(ctx, walStart, data, false, nil)
+	}
+	msg, err := parseMessage(data, false)
 	if err != nil {
 		return fmt.Errorf("decode pgoutput message at %s: %w", wire.FormatLSN(walStart), err)
 	}
@@ -211,11 +215,14 @@ func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCo
 	if sp := st.spools[m.Xid]; sp != nil {
 		delete(st.spools, m.Xid)
 		err := sp.replay(func(walStart uint64, data []byte) error {
-			msg, err := pglogrepl.ParseV2(data, true)
+			if isRowMessage(data[0]) {
+				return st.row(ctx, walStart, data, true, sp.aborted)
+			}
+			msg, err := parseMessage(data, true)
 			if err != nil {
 				return fmt.Errorf("decode streamed pgoutput message at %s: %w", wire.FormatLSN(walStart), err)
 			}
-			if sp.aborted != nil && sp.aborted[changeXid(msg)] {
+			if m, ok := msg.(*pglogrepl.TruncateMessageV2); ok && sp.aborted[m.Xid] {
 				return nil
 			}
 			return st.apply(ctx, walStart, msg)
@@ -230,21 +237,17 @@ func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCo
 	return st.apply(ctx, uint64(m.CommitLSN), &pglogrepl.CommitMessage{CommitLSN: m.CommitLSN, TransactionEndLSN: m.TransactionEndLSN, CommitTime: m.CommitTime})
 }
 
-// changeXid is the (sub)transaction of a streamed row change; 0 for messages
-// that are not row changes (relation and type messages are never skipped:
-// PostgreSQL does not send them again for the same transaction).
-func changeXid(msg pglogrepl.Message) uint32 {
-	switch m := msg.(type) {
-	case *pglogrepl.InsertMessageV2:
-		return m.Xid
-	case *pglogrepl.UpdateMessageV2:
-		return m.Xid
-	case *pglogrepl.DeleteMessageV2:
-		return m.Xid
-	case *pglogrepl.TruncateMessageV2:
-		return m.Xid
+// row decodes and encodes one row message; a change of a subtransaction
+// in aborted is skipped.
+func (st *streamState) row(ctx context.Context, walStart uint64, data []byte, inStream bool, aborted map[uint32]bool) error {
+	m, err := st.dec.decode(data, inStream)
+	if err != nil {
+		return fmt.Errorf("decode pgoutput row message at %s: %w", wire.FormatLSN(walStart), err)
 	}
-	return 0
+	if aborted[m.xid] {
+		return nil
+	}
+	return st.change(ctx, walStart, m.relation, m.op, m.old, m.oldType, m.new)
 }
 
 // apply handles one decoded message of a transaction, sent whole or replayed
@@ -267,12 +270,6 @@ func (st *streamState) apply(ctx context.Context, walStart uint64, msg pglogrepl
 		st.prog.close(st.cur, uint64(m.TransactionEndLSN))
 		st.cur = nil
 		st.s.met.lastCommit.Set(float64(m.CommitTime.UnixNano()) / 1e9)
-	case *pglogrepl.InsertMessageV2:
-		return st.change(ctx, walStart, m.RelationID, wire.OpCreate, nil, 0, m.Tuple)
-	case *pglogrepl.UpdateMessageV2:
-		return st.change(ctx, walStart, m.RelationID, wire.OpUpdate, m.OldTuple, m.OldTupleType, m.NewTuple)
-	case *pglogrepl.DeleteMessageV2:
-		return st.change(ctx, walStart, m.RelationID, wire.OpDelete, m.OldTuple, m.OldTupleType, nil)
 	case *pglogrepl.TruncateMessageV2:
 		if st.cur == nil {
 			return errors.New("truncate outside a transaction")
