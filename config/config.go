@@ -113,7 +113,7 @@ type Streamer struct {
 	// HeartbeatInterval writes a tiny logical message when the database is
 	// idle so the slot keeps advancing; 0 disables. Default: 10s.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
-	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 10000.
+	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 100000.
 	MaxInFlight int `yaml:"max_in_flight"`
 }
 
@@ -142,7 +142,7 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 10000},
+		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500},
 		Indexer:  IndexerCf{BulkActions: 1000},
 	}

@@ -54,7 +54,8 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 
 			started := time.Now()
 			cmd := exec.Command("pg_recvlogical", "-d", e.pg.DSN, "--slot", "bench_recv", "--start",
-				"-o", "proto_version=1", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null")
+				// The plugin options decant uses on PostgreSQL 14+.
+				"-o", "proto_version=2", "-o", "streaming=on", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("pg_recvlogical: %v: %s", err, out)
 			}

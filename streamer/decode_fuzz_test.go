@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-
 )
 
 // pgoutput message builders for the fuzz seeds (protocol 1 and 2 layouts).

@@ -21,8 +21,10 @@
 //   - No gap after a crash mid-snapshot: a marker in <prefix>.state says when
 //     the snapshot finished; a slot without it is dropped and the snapshot redone.
 //   - Bounded memory: records stream to a producer with a bounded buffer
-//     (Config.MaxInFlight); a large transaction is spilled to disk by
-//     PostgreSQL's reorder buffer, not held by decant.
+//     (Config.MaxInFlight); a large transaction is streamed by PostgreSQL
+//     before it commits (protocol 2, PostgreSQL 14+) and spooled to an
+//     unlinked temporary file, replayed at commit (or spilled to disk by
+//     PostgreSQL's reorder buffer on older servers), never held in memory.
 //   - Never a wrong value: a TOASTed column PostgreSQL did not send is omitted
 //     from "after" and listed in "unchanged_toast" (or filled from the old row
 //     when the table has REPLICA IDENTITY FULL).

@@ -24,7 +24,8 @@ type relation struct {
 	key      []int  // indexes into cols of the primary key, in key order
 	topic    string
 	counters map[wire.Op]prometheus.Counter
-	names    []byte // `","schema":"…","table":"…"`, encoded once per relation, not per row
+	names    []byte   // `","schema":"…","table":"…"`, encoded once per relation, not per row
+	keyNames [][]byte // `{"col":` then `,"col":` for each key column, encoded once
 }
 
 // counter is the rows metric of this table and op, cached: label lookups
@@ -74,6 +75,13 @@ func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) 
 			r.key = append(r.key, i)
 		}
 	}
+	for n, i := range r.key {
+		sep := byte(',')
+		if n == 0 {
+			sep = '{'
+		}
+		r.keyNames = append(r.keyNames, append(appendJSONString([]byte{sep}, []byte(r.cols[i].Name)), ':'))
+	}
 	for _, i := range r.key {
 		if len(r.cols[i].Name) > 0 && r.cols[i].Name[0] == '$' {
 			return nil, fmt.Errorf("table %s.%s: key column %q starts with '$', which decant reserves for control keys; rename the column", r.schema, r.table, r.cols[i].Name)
@@ -103,48 +111,55 @@ type txnInfo struct {
 	commitTime time.Time
 	seq        int64
 	snapshot   bool
+	// tail caches `","commit_lsn":"…","xid":…,"commit_time":"…","seq":`,
+	// the same for every change of a transaction. Setting txnInfo with a
+	// literal (as every new transaction does) clears it.
+	tail []byte
 }
 
 // encoder turns decoded pgoutput messages into records. It is pure: no I/O.
 type encoder struct {
-	types *Types
-	buf   []byte
+	types         *Types
+	before, after []byte // scratch for encoded tuples, copied into events
 }
 
-// keyOf encodes the key columns of an encoded tuple.
+// keyOf encodes the key columns of a tuple (wire.Key's format).
 func (e *encoder) keyOf(r *relation, tuple *pglogrepl.TupleData) ([]byte, error) {
-	fields := make([]wire.KeyField, len(r.key))
+	b := make([]byte, 0, 24*len(r.key))
 	for i, ci := range r.key {
 		if ci >= len(tuple.Columns) {
 			return nil, fmt.Errorf("table %s.%s: tuple has %d columns, key needs column %d", r.schema, r.table, len(tuple.Columns), ci+1)
 		}
+		b = append(b, r.keyNames[i]...)
 		c := tuple.Columns[ci]
-		var v []byte
 		switch c.DataType {
 		case pglogrepl.TupleDataTypeText:
 			var err error
-			v, err = e.types.EncodeValue(nil, r.cols[ci].TypeOID, c.Data)
-			if err != nil {
-				v = appendJSONString(nil, c.Data)
+			n := len(b)
+			if b, err = e.types.EncodeValue(b, r.cols[ci].TypeOID, c.Data); err != nil {
+				b = appendJSONString(b[:n], c.Data)
 			}
 		case pglogrepl.TupleDataTypeNull:
-			v = []byte("null")
+			b = append(b, "null"...)
 		default:
 			return nil, fmt.Errorf("table %s.%s: key column %q not sent by PostgreSQL (type %q)", r.schema, r.table, r.cols[ci].Name, c.DataType)
 		}
-		fields[i] = wire.KeyField{Name: r.cols[ci].Name, Value: v}
 	}
-	return wire.Key(fields), nil
+	if len(r.key) == 0 {
+		b = append(b, '{')
+	}
+	return append(b, '}'), nil
 }
 
 // identityOnly reports whether an old tuple carries only the replica
 // identity columns ('K'), so non-identity nulls mean "not sent".
 func identityOnly(oldType uint8) bool { return oldType == 'K' }
 
-// tupleJSON encodes a tuple; for 'K' old tuples only identity columns are kept.
-func (e *encoder) tupleJSON(r *relation, tuple *pglogrepl.TupleData, onlyIdentity bool) ([]byte, []string, error) {
+// tupleJSON appends a tuple to dst; for 'K' old tuples only identity
+// columns are kept.
+func (e *encoder) tupleJSON(dst []byte, r *relation, tuple *pglogrepl.TupleData, onlyIdentity bool) ([]byte, []string, error) {
 	if !onlyIdentity {
-		return e.types.EncodeTuple(nil, r.cols, tuple)
+		return e.types.EncodeTuple(dst, r.cols, tuple)
 	}
 	cols := make([]Column, 0, len(r.cols))
 	sub := &pglogrepl.TupleData{}
@@ -155,7 +170,7 @@ func (e *encoder) tupleJSON(r *relation, tuple *pglogrepl.TupleData, onlyIdentit
 		}
 	}
 	sub.ColumnNum = uint16(len(sub.Columns))
-	return e.types.EncodeTuple(nil, cols, sub)
+	return e.types.EncodeTuple(dst, cols, sub)
 }
 
 // fillUnchangedToast copies unchanged TOAST values of the new tuple from a
@@ -193,18 +208,20 @@ func (e *encoder) change(r *relation, op wire.Op, oldT *pglogrepl.TupleData, old
 	var unchanged []string
 	var err error
 	if oldT != nil {
-		if before, _, err = e.tupleJSON(r, oldT, identityOnly(oldType)); err != nil {
+		if before, _, err = e.tupleJSON(e.before[:0], r, oldT, identityOnly(oldType)); err != nil {
 			return nil, err
 		}
+		e.before = before
 		if oldKey, err = e.keyOf(r, oldT); err != nil && op == wire.OpDelete {
 			return nil, err
 		}
 	}
 	if newT != nil {
 		newT = fillUnchangedToast(newT, oldT, oldType)
-		if after, unchanged, err = e.types.EncodeTuple(nil, r.cols, newT); err != nil {
+		if after, unchanged, err = e.types.EncodeTuple(e.after[:0], r.cols, newT); err != nil {
 			return nil, err
 		}
+		e.after = after
 		if newKey, err = e.keyOf(r, newT); err != nil {
 			return nil, err
 		}
@@ -238,7 +255,7 @@ func (e *encoder) snapshotRow(r *relation, key, row []byte, at *txnInfo) record 
 // event encodes a raw change value (PRODUCT.md §2) by hand: this is the hot
 // path. It consumes one sequence number of at.
 func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unchanged []string, at *txnInfo) []byte {
-	b := make([]byte, 0, 160+len(key)+len(before)+len(after)+len(r.schema)+len(r.table))
+	b := make([]byte, 0, 200+len(key)+len(before)+len(after)+len(r.names))
 	b = append(b, `{"op":"`...)
 	b = append(b, op...)
 	b = append(b, r.names...)
@@ -257,13 +274,16 @@ func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unch
 	}
 	b = append(b, `],"source":{"lsn":"`...)
 	b = wire.AppendLSN(b, at.lsn)
-	b = append(b, `","commit_lsn":"`...)
-	b = wire.AppendLSN(b, at.commitLSN)
-	b = append(b, `","xid":`...)
-	b = strconv.AppendUint(b, uint64(at.xid), 10)
-	b = append(b, `,"commit_time":"`...)
-	b = at.commitTime.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	b = append(b, `","seq":`...)
+	if at.tail == nil {
+		t := append([]byte(nil), `","commit_lsn":"`...)
+		t = wire.AppendLSN(t, at.commitLSN)
+		t = append(t, `","xid":`...)
+		t = strconv.AppendUint(t, uint64(at.xid), 10)
+		t = append(t, `,"commit_time":"`...)
+		t = at.commitTime.UTC().AppendFormat(t, "2006-01-02T15:04:05.000Z07:00")
+		at.tail = append(t, `","seq":`...)
+	}
+	b = append(b, at.tail...)
 	b = strconv.AppendInt(b, at.seq, 10)
 	at.seq++
 	b = append(b, `,"snapshot":`...)

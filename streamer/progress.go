@@ -3,6 +3,8 @@ package streamer
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // progress decides how far the slot may be confirmed. Guarantee: the
@@ -28,6 +30,8 @@ type txnMark struct {
 	// by the goroutine that produces them.
 	lsn     uint64
 	lsnText []byte
+	// promise is the producer callback of the transaction's records.
+	promise func(*kgo.Record, error)
 }
 
 func newProgress(start uint64) *progress { return &progress{confirmed: start} }

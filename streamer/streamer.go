@@ -35,6 +35,7 @@ type Streamer struct {
 	lastMsg atomic.Int64 // unix nanos of the last WAL message received
 
 	closeOnce sync.Once
+	produced  atomic.Uint64 // records handed to the producer, for sampling
 }
 
 // sessionParams are the session settings the value encoder assumes: the
@@ -404,19 +405,35 @@ func (s *Streamer) produce(ctx context.Context, rec record, m *txnMark, lsn uint
 	if m.lsn != lsn || m.lsnText == nil { // one header value per transaction, shared by its records
 		m.lsn, m.lsnText = lsn, wire.AppendLSN(nil, lsn)
 	}
-	kr := &kgo.Record{Topic: rec.topic, Key: rec.key, Value: rec.value, Headers: []kgo.RecordHeader{
-		{Key: wire.HeaderLSN, Value: m.lsnText},
-		{Key: wire.HeaderOp, Value: opBytes[rec.op]},
-	}}
-	started := time.Now()
-	s.kafka.Produce(ctx, kr, func(r *kgo.Record, err error) {
-		if err != nil {
-			s.produceFailed(r, err, m)
-			return
+	if m.promise == nil { // one callback per transaction, not per record
+		m.promise = func(r *kgo.Record, err error) {
+			if err != nil {
+				s.produceFailed(r, err, m)
+				return
+			}
+			s.met.bytes.Add(float64(len(r.Key) + len(r.Value)))
+			m.ack()
 		}
-		s.met.produceLatency.Observe(time.Since(started).Seconds())
-		s.met.bytes.Add(float64(len(r.Key) + len(r.Value)))
-		m.ack()
+	}
+	// Record and headers in one allocation: this runs for every row.
+	o := &struct {
+		kgo.Record
+		hdr [2]kgo.RecordHeader
+	}{}
+	o.hdr = [2]kgo.RecordHeader{{Key: wire.HeaderLSN, Value: m.lsnText}, {Key: wire.HeaderOp, Value: opBytes[rec.op]}}
+	o.Record = kgo.Record{Topic: rec.topic, Key: rec.key, Value: rec.value, Headers: o.hdr[:]}
+	// Produce latency is sampled (one record in 64): reading the clock
+	// twice per row is measurable at 100k rows/s.
+	if s.produced.Add(1)%64 != 0 {
+		s.kafka.Produce(ctx, &o.Record, m.promise)
+		return
+	}
+	started := time.Now()
+	s.kafka.Produce(ctx, &o.Record, func(r *kgo.Record, err error) {
+		if err == nil {
+			s.met.produceLatency.Observe(time.Since(started).Seconds())
+		}
+		m.promise(r, err)
 	})
 }
 
