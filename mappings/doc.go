@@ -34,7 +34,8 @@
 //     string literals that mean the same whatever standard_conforming_strings is.
 //   - Build is one statement per batch of ids: for each id that exists it
 //     returns the id columns as jsonb (to_jsonb, in id order) and the whole
-//     nested document as the jsonb column doc; a missing id returns no row,
+//     nested document as the json column doc (json, not jsonb: it builds
+//     faster; keys keep the mapping's order); a missing id returns no row,
 //     which the caller treats as a deletion. Arrays are ordered by order_by,
 //     then the primary key (or the element itself when there is none), so
 //     documents are deterministic; empty arrays are [] and missing single

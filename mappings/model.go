@@ -108,7 +108,8 @@ type Aggregate struct {
 	ESSettings, ESMappings map[string]any
 	// Build returns, for a batch of ids (Build.Args), one row per id that
 	// exists: one jsonb column per id column, in id order, then the
-	// document as the jsonb column doc. Missing ids return no row.
+	// document as the json column doc (spaced as PostgreSQL's json builders
+	// print it; wire.AppendCompact compacts it). Missing ids return no row.
 	Build *Query
 	// Routes lists every place a table is used, root first, in path order.
 	Routes []*Route

@@ -83,10 +83,10 @@ func TestWideObjectIsChunked(t *testing.T) {
 	cat := testCatalog(t, "public.wide: id int pk; "+strings.Join(cols, "; "))
 	m := mustBind(t, cat, "version: 1\naggregates:\n  wide: {table: wide}\n")
 	sql := m.Aggregate("wide").Build.SQL
-	if n := strings.Count(sql, "jsonb_build_object("); n != 3 {
-		t.Errorf("%d jsonb_build_object calls for 121 columns, want 3", n)
+	if n := strings.Count(sql, "json_build_object("); n != 3 {
+		t.Errorf("%d json_build_object calls for 121 columns, want 3", n)
 	}
-	if !strings.Contains(sql, ") || jsonb_build_object(") {
+	if !strings.Contains(sql, ")::jsonb || json_build_object(") {
 		t.Error("chunks are not concatenated with ||")
 	}
 	golden(t, "sql/wide.sql", []byte(sql+"\n"))

@@ -327,7 +327,9 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 			raw[i] = append(json.RawMessage(nil), idv[i]...)
 		}
 		k := idKey(a, raw)
-		built[string(k)] = append(json.RawMessage(nil), doc...)
+		// PostgreSQL's json builders space their output; documents are
+		// stored and sent compact.
+		built[string(k)] = wire.AppendCompact(make(json.RawMessage, 0, len(doc)), doc)
 		if !requested[string(k)] {
 			extra = append(extra, k)
 		}

@@ -3,23 +3,23 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  jsonb_build_object(
+  json_build_object(
     'id', t0."id",
     'parent_id', t0."parent_id",
     'name', t0."name",
-    'children', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+    'children', COALESCE((SELECT json_agg(json_build_object(
         'id', t1."id",
         'parent_id', t1."parent_id",
         'name', t1."name",
-        'children', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'children', COALESCE((SELECT json_agg(json_build_object(
             'id', t2."id",
             'parent_id', t2."parent_id",
             'name', t2."name") ORDER BY t2."name", t2."id")
           FROM "public"."categories" AS t2
-          WHERE t2."parent_id" = t1."id"), '[]'::jsonb)) ORDER BY t1."name", t1."id")
+          WHERE t2."parent_id" = t1."id"), '[]'::json)) ORDER BY t1."name", t1."id")
       FROM "public"."categories" AS t1
-      WHERE t1."parent_id" = t0."id"), '[]'::jsonb),
-    'parent', (SELECT jsonb_build_object(
+      WHERE t1."parent_id" = t0."id"), '[]'::json),
+    'parent', (SELECT json_build_object(
         'id', t3."id",
         'name', t3."name")
       FROM "public"."categories" AS t3

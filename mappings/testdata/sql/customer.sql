@@ -3,42 +3,42 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  jsonb_build_object(
+  json_build_object(
     'id', t0."id",
     'name', t0."name",
     'email', t0."email",
     'signed_up_at', t0."created_at",
-    'orders', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+    'orders', COALESCE((SELECT json_agg(json_build_object(
         'id', t1."id",
         'customer_id', t1."customer_id",
         'placed_at', t1."placed_at",
         'total', t1."total",
-        'lines', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'lines', COALESCE((SELECT json_agg(json_build_object(
             'id', t2."id",
             'order_id', t2."order_id",
             'product_id', t2."product_id",
             'qty', t2."qty",
             'price', t2."price",
-            'product', (SELECT jsonb_build_object(
+            'product', (SELECT json_build_object(
                 'id', t3."id",
                 'sku', t3."sku",
                 'title', t3."title")
               FROM "public"."products" AS t3
               WHERE t3."id" = t2."product_id")) ORDER BY t2."id")
           FROM "public"."order_lines" AS t2
-          WHERE t2."order_id" = t1."id"), '[]'::jsonb)) ORDER BY t1."placed_at" DESC, t1."id")
+          WHERE t2."order_id" = t1."id"), '[]'::json)) ORDER BY t1."placed_at" DESC, t1."id")
       FROM "public"."orders" AS t1
-      WHERE t1."customer_id" = t0."id"), '[]'::jsonb),
-    'address', (SELECT jsonb_build_object(
+      WHERE t1."customer_id" = t0."id"), '[]'::json),
+    'address', (SELECT json_build_object(
         'id', t4."id",
         'street', t4."street",
         'city', t4."city",
         'country', t4."country")
       FROM "public"."addresses" AS t4
       WHERE t4."id" = t0."address_id"),
-    'tags', COALESCE((SELECT jsonb_agg(to_jsonb(t5."name") ORDER BY t5."id")
+    'tags', COALESCE((SELECT json_agg(to_json(t5."name") ORDER BY t5."id")
       FROM "public"."customer_tags" AS j5 JOIN "public"."tags" AS t5 ON t5."id" = j5."tag_id"
-      WHERE j5."customer_id" = t0."id"), '[]'::jsonb)) AS doc
+      WHERE j5."customer_id" = t0."id"), '[]'::json)) AS doc
 FROM "public"."customers" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 

@@ -3,56 +3,56 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  jsonb_build_object(
+  json_build_object(
     'id', t0."id",
     'name', t0."name",
-    'profile', (SELECT jsonb_build_object(
+    'profile', (SELECT json_build_object(
         'user_id', t1."user_id",
         'bio', t1."bio")
       FROM "public"."profiles" AS t1
       WHERE t1."user_id" = t0."id"),
-    'manager', (SELECT jsonb_build_object(
+    'manager', (SELECT json_build_object(
         'id', t2."id",
         'name', t2."name")
       FROM "public"."users" AS t2
       WHERE t2."id" = t0."manager_id"),
-    'manager_name', (SELECT to_jsonb(t3."name")
+    'manager_name', (SELECT to_json(t3."name")
       FROM "public"."users" AS t3
       WHERE t3."id" = t0."manager_id"),
-    'sent', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+    'sent', COALESCE((SELECT json_agg(json_build_object(
         'id', t4."id",
         'sender_id', t4."sender_id",
         'recipient_id', t4."recipient_id",
         'body', t4."body",
         'sent_at', t4."sent_at") ORDER BY t4."sent_at" DESC NULLS LAST, t4."id")
       FROM "public"."messages" AS t4
-      WHERE t4."sender_id" = t0."id"), '[]'::jsonb),
-    'received', COALESCE((SELECT jsonb_agg(to_jsonb(t5."body") ORDER BY t5."id")
+      WHERE t4."sender_id" = t0."id"), '[]'::json),
+    'received', COALESCE((SELECT json_agg(to_json(t5."body") ORDER BY t5."id")
       FROM "public"."messages" AS t5
-      WHERE t5."recipient_id" = t0."id"), '[]'::jsonb),
-    'groups', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+      WHERE t5."recipient_id" = t0."id"), '[]'::json),
+    'groups', COALESCE((SELECT json_agg(json_build_object(
         'id', t6."id",
         'name', t6."name") ORDER BY t6."id")
       FROM "public"."memberships" AS j6 JOIN "public"."groups" AS t6 ON t6."id" = j6."group_id"
-      WHERE j6."user_id" = t0."id"), '[]'::jsonb),
-    'group_names', COALESCE((SELECT jsonb_agg(to_jsonb(t7."name") ORDER BY t7."id")
+      WHERE j6."user_id" = t0."id"), '[]'::json),
+    'group_names', COALESCE((SELECT json_agg(to_json(t7."name") ORDER BY t7."id")
       FROM "public"."memberships" AS j7 JOIN "public"."groups" AS t7 ON t7."id" = j7."group_id"
-      WHERE j7."user_id" = t0."id"), '[]'::jsonb),
-    'invoices', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+      WHERE j7."user_id" = t0."id"), '[]'::json),
+    'invoices', COALESCE((SELECT json_agg(json_build_object(
         'id', t8."id",
         'user_id', t8."user_id",
         'amount', t8."amount",
-        'lines', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+        'lines', COALESCE((SELECT json_agg(json_build_object(
             'invoice_id', t9."invoice_id",
             'n', t9."n",
             'text', t9."text") ORDER BY t9."invoice_id", t9."n")
           FROM "billing"."invoice_lines" AS t9
-          WHERE t9."invoice_id" = t8."id"), '[]'::jsonb)) ORDER BY t8."id")
+          WHERE t9."invoice_id" = t8."id"), '[]'::json)) ORDER BY t8."id")
       FROM "billing"."invoices" AS t8
-      WHERE t8."user_id" = t0."id"), '[]'::jsonb),
-    'notes', COALESCE((SELECT jsonb_agg(to_jsonb(t10."note") ORDER BY to_jsonb(t10."note"))
+      WHERE t8."user_id" = t0."id"), '[]'::json),
+    'notes', COALESCE((SELECT json_agg(to_json(t10."note") ORDER BY (to_json(t10."note"))::jsonb)
       FROM "public"."nokey_notes" AS t10
-      WHERE t10."user_id" = t0."id"), '[]'::jsonb)) AS doc
+      WHERE t10."user_id" = t0."id"), '[]'::json)) AS doc
 FROM "public"."users" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 

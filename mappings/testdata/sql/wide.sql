@@ -1,5 +1,5 @@
 SELECT to_jsonb(t0."id") AS "id",
-  jsonb_build_object(
+  (json_build_object(
     'id', t0."id",
     'c000', t0."c000",
     'c001', t0."c001",
@@ -49,7 +49,7 @@ SELECT to_jsonb(t0."id") AS "id",
     'c045', t0."c045",
     'c046', t0."c046",
     'c047', t0."c047",
-    'c048', t0."c048") || jsonb_build_object(
+    'c048', t0."c048")::jsonb || json_build_object(
     'c049', t0."c049",
     'c050', t0."c050",
     'c051', t0."c051",
@@ -99,7 +99,7 @@ SELECT to_jsonb(t0."id") AS "id",
     'c095', t0."c095",
     'c096', t0."c096",
     'c097', t0."c097",
-    'c098', t0."c098") || jsonb_build_object(
+    'c098', t0."c098")::jsonb || json_build_object(
     'c099', t0."c099",
     'c100', t0."c100",
     'c101', t0."c101",
@@ -120,6 +120,6 @@ SELECT to_jsonb(t0."id") AS "id",
     'c116', t0."c116",
     'c117', t0."c117",
     'c118', t0."c118",
-    'c119', t0."c119") AS doc
+    'c119', t0."c119")::jsonb) AS doc
 FROM "public"."wide" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[])
