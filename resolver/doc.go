@@ -25,6 +25,13 @@
 // deleted. Lookups and truncations run in one REPEATABLE READ snapshot in
 // which every transaction of the batch is visible.
 //
+// An update or delete whose before image lacks a route's From columns (the
+// table's replica identity was set back from FULL while decant ran; decant
+// refuses to start so) cannot name the documents the row belonged to: its
+// after image is still resolved, and the change goes to <prefix>.dlq with
+// the fix (REPLICA IDENTITY FULL, then decant backfill), counted in
+// decant_resolver_map_dlq_total and logged once per table and batch.
+//
 // Refs are coalesced per batch (one per aggregate id, attributed to the
 // latest change) and keyed by the aggregate id as a JSON object, the same
 // bytes as a raw key of the root table, so every ref of one id lands on

@@ -114,6 +114,10 @@ func (m *Mapper) session(ctx context.Context) error {
 			return err
 		}
 	}
+	// Changes whose old documents cannot be found are dead-lettered.
+	if err := ensureTopic(ctx, adm, m.cfg.TopicPrefix+".dlq", m.cfg.Partitions, m.cfg.ReplicationFactor, map[string]string{"cleanup.policy": "delete"}); err != nil {
+		return err
+	}
 	// Raw topics appear when the streamer first writes to them; creating
 	// them here (as the streamer would) lets the group assign them at once.
 	for _, t := range m.topics {
@@ -191,6 +195,7 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 	}
 	m.met.skipped.Add(float64(p.skipped))
 	out := &refWriter{cl: cl, prefix: m.cfg.TopicPrefix, seen: map[string]struct{}{}, met: m.met}
+	m.deadLetterNoBefore(ctx, cl, p.noBefore, &out.acks)
 	for _, kr := range p.direct.refs {
 		if err := out.produce(ctx, kr.Aggregate, kr.Key, kr.Ref); err != nil {
 			return 0, err
@@ -331,4 +336,72 @@ func (w *refWriter) produce(ctx context.Context, aggregate string, key []byte, r
 	w.n++
 	w.met.refs.WithLabelValues(aggregate).Inc()
 	return nil
+}
+
+// deadLetterNoBefore writes the batch's changes that lack their before
+// image to <prefix>.dlq (acknowledged with the batch's refs, through a) and
+// logs one line per table: the documents these rows belonged to before the
+// change cannot be found, so they may keep the rows until a backfill.
+func (m *Mapper) deadLetterNoBefore(ctx context.Context, cl *kgo.Client, dead []noBefore, a *acks) {
+	type tableSummary struct {
+		n          int
+		first      *noBefore
+		aggregates []string
+	}
+	byTable := map[mappings.TableName]*tableSummary{}
+	var order []mappings.TableName
+	for i := range dead {
+		d := &dead[i]
+		s := byTable[d.table]
+		if s == nil {
+			s = &tableSummary{first: d}
+			byTable[d.table] = s
+			order = append(order, d.table)
+		}
+		s.n++
+		for _, ag := range d.aggregates {
+			if !slices.Contains(s.aggregates, ag) {
+				s.aggregates = append(s.aggregates, ag)
+			}
+		}
+		value, _ := json.Marshal(struct {
+			Stage      string          `json:"stage"`
+			Table      string          `json:"table"`
+			Op         wire.Op         `json:"op"`
+			Key        json.RawMessage `json:"key"`
+			LSN        string          `json:"lsn"`
+			CommitLSN  string          `json:"commit_lsn"`
+			Aggregates []string        `json:"aggregates"`
+			Missing    []string        `json:"missing"`
+			Reason     string          `json:"reason"`
+		}{"map", d.table.String(), d.change.Op, d.change.Key, d.change.Source.LSN, d.change.Source.CommitLSN,
+			d.aggregates, d.columns, noBeforeReason(d.table, d.columns, d.aggregates)})
+		cl.Produce(ctx, &kgo.Record{Topic: m.cfg.TopicPrefix + ".dlq", Key: d.change.Key, Value: value,
+			Headers: []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(d.change.Source.CommitLSN)}, {Key: wire.HeaderOp, Value: []byte(d.change.Op)}}},
+			a.promise)
+		m.met.dlq.WithLabelValues(d.table.String()).Inc()
+	}
+	for _, tn := range order {
+		s := byTable[tn]
+		m.log.Error("changes without the before image the mappings need; written to the dead-letter topic",
+			"table", tn.String(), "changes", s.n, "lsn", s.first.change.Source.LSN, "missing", s.first.columns,
+			"fix", noBeforeFix(tn, s.aggregates))
+	}
+}
+
+// noBeforeReason is the reason of a dead-lettered change without its before image.
+func noBeforeReason(tn mappings.TableName, missing, aggregates []string) string {
+	return fmt.Sprintf("the before image of this change lacks %v (the replica identity of %s is not FULL): the documents the row belonged to before the change cannot be found and may still contain it; fix: %s",
+		missing, tn, noBeforeFix(tn, aggregates))
+}
+
+func noBeforeFix(tn mappings.TableName, aggregates []string) string {
+	fix := "ALTER TABLE " + tn.Sanitize() + " REPLICA IDENTITY FULL; then"
+	for i, a := range aggregates {
+		if i > 0 {
+			fix += " and"
+		}
+		fix += " decant backfill " + a
+	}
+	return fix
 }

@@ -15,6 +15,7 @@ type mapMetrics struct {
 	lookups prometheus.Histogram
 	batches prometheus.Histogram
 	bad     prometheus.Counter
+	dlq     *prometheus.CounterVec // by table
 }
 
 func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
@@ -31,6 +32,8 @@ func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
 			Help: "Duration of one polled batch, from poll to commit.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})),
 		bad: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_resolver_map_undecodable_total",
 			Help: "Raw records that are not change events (logged and skipped)."})),
+		dlq: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_map_dlq_total",
+			Help: "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table."}, []string{"table"})),
 	}
 }
 

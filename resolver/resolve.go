@@ -187,6 +187,50 @@ type plan struct {
 	changes   int
 	skipped   int      // route applications an unchanged update skipped
 	xids      []uint32 // transactions that must be visible before lookups run
+	// noBefore are the updates and deletes whose before image lacks link
+	// columns (see lacksBefore): dead-lettered, as their old documents
+	// cannot be found.
+	noBefore []noBefore
+}
+
+// noBefore is an update or delete whose before image lacks columns that
+// routes need to find the documents the row belonged to before the change:
+// the table's replica identity was changed from FULL while decant ran
+// (decant refuses to start in that state, see requireBeforeImages). Its
+// after image is still resolved; the old documents may keep the row until
+// the aggregate is backfilled.
+type noBefore struct {
+	change     *wire.Change
+	table      mappings.TableName
+	columns    []string // needed and absent, in route order
+	aggregates []string
+}
+
+// lacksBefore returns the columns of cols that the before image of an
+// update or delete does not carry. When PostgreSQL sent no before image
+// for an update, the key did not change: key columns are then known from
+// the after image.
+func lacksBefore(ch *wire.Change, before image, cols []string) []string {
+	if ch.Op != wire.OpUpdate && ch.Op != wire.OpDelete {
+		return nil
+	}
+	var key image
+	var missing []string
+	for _, c := range cols {
+		if _, ok := before[c]; ok {
+			continue
+		}
+		if before == nil && ch.Op == wire.OpUpdate {
+			if key == nil {
+				key, _ = decodeImage(ch.Key)
+			}
+			if _, ok := key[c]; ok {
+				continue
+			}
+		}
+		missing = append(missing, c)
+	}
+	return missing
 }
 
 // truncation is one aggregate to rebuild whole because one of its tables
@@ -275,9 +319,23 @@ func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %s, lsn %s: after: %w", table, ch.Source.LSN, err)
 		}
+		var nb *noBefore
 		for _, r := range routes {
 			if !p.want(r.Aggregate) {
 				continue
+			}
+			if miss := lacksBefore(ch, before, r.From); len(miss) > 0 {
+				if nb == nil {
+					nb = &noBefore{change: ch, table: table}
+				}
+				for _, c := range miss {
+					if !slices.Contains(nb.columns, c) {
+						nb.columns = append(nb.columns, c)
+					}
+				}
+				if !slices.Contains(nb.aggregates, r.Aggregate) {
+					nb.aggregates = append(nb.aggregates, r.Aggregate)
+				}
 			}
 			if ch.Op == wire.OpUpdate && !watchChanged(r.Watch, before, after, ch.UnchangedToast) {
 				out.skipped++
@@ -301,6 +359,9 @@ func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 				}
 				lb.add(vals, c)
 			}
+		}
+		if nb != nil {
+			out.noBefore = append(out.noBefore, *nb)
 		}
 	}
 	return out, nil

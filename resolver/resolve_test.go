@@ -149,7 +149,16 @@ func describe(p *plan) []string {
 	for _, tr := range p.truncated {
 		out = append(out, fmt.Sprintf("truncate %s root=%v lsn=%s", tr.aggregate.Name, tr.root, tr.cause.ref.CommitLSN))
 	}
+	for _, d := range p.noBefore {
+		out = append(out, fmt.Sprintf("dead-letter %s %s missing=%v aggregates=%v", d.table, d.change.Key, d.columns, d.aggregates))
+	}
 	return out
+}
+
+// keyed sets a change's key.
+func keyed(c *wire.Change, key string) *wire.Change {
+	c.Key = json.RawMessage(key)
+	return c
 }
 
 func TestPlan(t *testing.T) {
@@ -193,6 +202,22 @@ func TestPlan(t *testing.T) {
 			[]string{"truncate customer root=false lsn=0/70"}},
 		{"unmapped table", []*wire.Change{change("c", "other", "", `{"id":1}`, "0/70", 15, 0)},
 			nil},
+		// Replica identity changed from FULL while decant ran: the old
+		// parent cannot be found; the change is dead-lettered, the new
+		// parent still rebuilt.
+		{"update without a before image: new parent only, dead-lettered", []*wire.Change{
+			keyed(change("u", "orders", "", `{"id":9,"customer_id":2,"total":2}`, "0/80", 17, 0), `{"id":9}`)},
+			[]string{"ref customer {\"id\":2} lsn=0/80 xid=17 public.orders/u",
+				"dead-letter public.orders {\"id\":9} missing=[customer_id] aggregates=[customer]"}},
+		{"delete with a key-only before image: dead-lettered", []*wire.Change{
+			keyed(change("d", "orders", `{"id":9}`, "", "0/81", 18, 0), `{"id":9}`)},
+			[]string{"dead-letter public.orders {\"id\":9} missing=[customer_id] aggregates=[customer]"}},
+		{"root update without a before image: its key is its id", []*wire.Change{
+			keyed(change("u", "customers", "", `{"id":1,"name":"b","address_id":null,"note":null}`, "0/82", 19, 0), `{"id":1}`)},
+			[]string{"ref customer {\"id\":1} lsn=0/82 xid=19 public.customers/u"}},
+		{"join table delete: both links are its key", []*wire.Change{
+			keyed(change("d", "customer_tags", `{"customer_id":1,"tag_id":4}`, "", "0/83", 20, 0), `{"customer_id":1,"tag_id":4}`)},
+			[]string{"ref customer {\"id\":1} lsn=0/83 xid=20 public.customer_tags/d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := p.plan(tc.changes)

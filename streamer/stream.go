@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -131,7 +132,7 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 				}
 			}
 		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+			return s.replicationError(pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:
 			return errors.New("replication stream ended by the server")
 		}
@@ -353,4 +354,18 @@ func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
 			warned = true
 		}
 	}
+}
+
+// replicationError classifies an error the walsender sent. A publication
+// dropped while streaming is permanent: pgoutput looks the publication up
+// as of each change, so the changes committed while it was missing can
+// never be decoded through this slot, even once it is recreated
+// (PostgreSQL 15; e2e/badinput TestPublicationDropped). The slot was not
+// confirmed past them.
+func (s *Streamer) replicationError(pgErr *pgconn.PgError) error {
+	if pgErr.Code == "42704" && strings.HasPrefix(pgErr.Message, "publication ") {
+		return permanent(fmt.Errorf("publication %q was dropped while decant streamed from slot %s (%s): PostgreSQL cannot decode the changes committed while it was missing, even once it is recreated, so retrying cannot help; nothing after the last change written to Kafka was confirmed. To recover, drop the slot: SELECT pg_drop_replication_slot('%s'); then start decant again: it recreates the publication (postgres.create_publication; otherwise create it first, decant check prints the statement) and takes a new snapshot of every published table",
+			s.cfg.Publication, s.cfg.Slot, pgErr.Message, s.cfg.Slot))
+	}
+	return fmt.Errorf("replication stream: %w", pgErr)
 }

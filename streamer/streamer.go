@@ -458,6 +458,14 @@ func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+		// Deleted under us: forget it, so the next session creates it again
+		// (the slot re-sends everything not acknowledged).
+		s.topics.Delete(r.Topic)
+		s.kafka.PurgeTopicsFromClient(r.Topic)
+		s.setFatal(fmt.Errorf("produce to %s: %w (was the topic deleted? the session restarts and creates it again)", r.Topic, err))
+		return
+	}
 	s.setFatal(fmt.Errorf("produce to %s: %w", r.Topic, err))
 }
 

@@ -243,7 +243,7 @@ func TestExplain(t *testing.T) {
 	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
 	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runExplain(ctx, a, o, e) }
 	code, out, errOut := runCmd(t, run, "customer", "--config", cfg)
-	if code != 0 || !strings.Contains(out, "jsonb_build_object") || !strings.Contains(out, "-- route aggregates.customer.relations.tags.through") {
+	if code != 0 || !strings.Contains(out, "json_build_object") || !strings.Contains(out, "-- route aggregates.customer.relations.tags.through") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, _ = runCmd(t, run, "--config", cfg, "customer", "--index")
