@@ -1,0 +1,500 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+)
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// repoRoot is the repository's top directory.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+var (
+	buildOnce sync.Once
+	binPath   = filepath.Join(os.TempDir(), fmt.Sprintf("decant-peers-%d", os.Getpid()))
+	buildErr  error
+)
+
+// TestMain removes the decant binary built for this run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	_ = os.Remove(binPath)
+	os.Exit(code)
+}
+
+// decantBin builds ./cmd/decant once per run (into a file of its own, so
+// that a bin/decant in use elsewhere is left alone) and returns its path.
+func decantBin(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/decant")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/decant: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// install runs `bash e2e/peers/SCRIPT install` (idempotent: a no-op once
+// the peer is installed).
+func install(tb testing.TB, script string) {
+	tb.Helper()
+	cmd := exec.Command("bash", filepath.Join(repoRoot(), "e2e", "peers", script), "install")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("%s install: %v\n%s", script, err, out)
+	}
+}
+
+// placeholder is an @KEY@ in a template file.
+var placeholder = regexp.MustCompile(`@[A-Z_]+@`)
+
+// template reads a file under e2e/peers and replaces each @KEY@ by its
+// value; one left outside a # comment fails the benchmark.
+func template(tb testing.TB, name string, vars map[string]string) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "e2e", "peers", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := string(b)
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, "@"+k+"@", v)
+	}
+	for line := range strings.SplitSeq(s, "\n") {
+		if m := placeholder.FindString(line); m != "" && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			tb.Fatalf("%s: no value for placeholder %s", name, m)
+		}
+	}
+	return s
+}
+
+func writeFile(tb testing.TB, path, content string) string {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// freePort returns a free port on 127.0.0.1.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// proc is a child process whose CPU time and memory are measured from /proc.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	done    chan struct{}
+}
+
+// startProc runs argv in dir with env added to this process's environment
+// (for decant without the DECANT_ variables but the test's: it refuses
+// unknown ones), output to dir/NAME.log. The process is killed if the benchmark process dies, and
+// stopped at cleanup.
+func startProc(tb testing.TB, dir, name string, env []string, argv ...string) *proc {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	isDecant := argv[0] == binPath
+	for _, kv := range os.Environ() {
+		if !isDecant || !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, started: started, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	tb.Cleanup(func() { p.stop() })
+	return p
+}
+
+// exited reports whether the process has ended.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM (and SIGCONT, in case it is paused) and waits up to
+// 30s before SIGKILL. Idempotent.
+func (p *proc) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) pause()  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (p *proc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// tail is the end of the process's log, for failure messages.
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return fmt.Sprintf("last lines of %s (%s):\n%s", p.name, p.log, b)
+}
+
+// tree is the process and its descendants.
+func (p *proc) tree() []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := statFields(pid); len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := []int{p.cmd.Process.Pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// statFields are the fields of /proc/PID/stat after the command name:
+// [0] state, [1] ppid, … [11] utime, [12] stime (clock ticks).
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// cpu is the user+system CPU seconds used so far by the process and its
+// descendants.
+func (p *proc) cpu() float64 {
+	var ticks int64
+	for _, pid := range p.tree() {
+		if f := statFields(pid); len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + s
+		}
+	}
+	return float64(ticks) / clockTicks
+}
+
+// peakRSS is the peak resident set (VmHWM) of the process plus that of each
+// live descendant, in bytes.
+func (p *proc) peakRSS() int64 {
+	var total int64
+	for _, pid := range p.tree() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				total += kb << 10
+			}
+		}
+	}
+	return total
+}
+
+// waitUntil polls cond every interval until it returns true, and fails
+// naming what it waited for (with the process's log) after timeout or when
+// the process exits.
+func waitUntil(tb testing.TB, p *proc, what string, timeout, interval time.Duration, cond func() (bool, error)) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if p != nil && p.exited() {
+			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.name, what, last, p.tail())
+		}
+		if time.Now().After(deadline) {
+			msg := ""
+			if p != nil {
+				msg = p.tail()
+			}
+			tb.Fatalf("timed out after %s waiting for %s (last error: %v)\n%s", timeout, what, last, msg)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// topicRecords is the number of records written to topic so far (the sum
+// of its partitions' end offsets; 0 while it does not exist).
+func topicRecords(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	offs, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	var perr error
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			perr = o.Err
+			return
+		}
+		n += o.Offset
+	})
+	return n, perr
+}
+
+// latencies summarises commit → visible delays.
+type latencies []time.Duration
+
+func (l latencies) percentile(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.5) - 1
+	return s[max(0, min(len(s)-1, i))]
+}
+
+// ms formats a duration in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
+
+// mb formats bytes in MiB.
+func mb(n int64) string { return fmt.Sprintf("%dMB", n>>20) }
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// schedule calls do(i) for i in [0, n) at rate per second, each at its
+// planned time (or at once when late), and returns when all have run or
+// ctx ends. do's error fails the benchmark.
+func schedule(ctx context.Context, tb testing.TB, n, rate int, do func(i int) error) {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		at := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+		if err := do(i); err != nil {
+			tb.Errorf("change %d: %v", i, err)
+			return
+		}
+	}
+}
+
+// esDo sends a JSON request to Elasticsearch and decodes the answer into out
+// (when not nil). It returns the status code.
+func esDo(ctx context.Context, method, u string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if res.StatusCode >= 300 {
+		return res.StatusCode, fmt.Errorf("%s %s: %s: %.300s", method, u, res.Status, b)
+	}
+	if out != nil {
+		return res.StatusCode, json.Unmarshal(b, out)
+	}
+	return res.StatusCode, nil
+}
+
+// esCount is the number of searchable documents in index (0 while missing).
+func esCount(ctx context.Context, esURL, index string) (int, error) {
+	var r struct {
+		Count int `json:"count"`
+	}
+	code, err := esDo(ctx, http.MethodGet, esURL+"/"+url.PathEscape(index)+"/_count", nil, &r)
+	if code == http.StatusNotFound {
+		return 0, err
+	}
+	return r.Count, err
+}
+
+// waitSlotActive waits until the replication slot exists and a process
+// streams from it.
+func waitSlotActive(tb testing.TB, p *proc, pg *e2etest.PG, slot string) {
+	tb.Helper()
+	waitUntil(tb, p, p.name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
+		var active bool
+		err := pg.Pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		return active, err
+	})
+}
+
+// idleCores is the CPU the process uses while nothing changes: cores over 5s.
+func idleCores(p *proc) float64 {
+	const window = 5 * time.Second
+	c0 := p.cpu()
+	time.Sleep(window)
+	return (p.cpu() - c0) / window.Seconds()
+}
+
+// writerApp is the application_name of the connections that write the
+// workload's changes; their server CPU is not the tools'.
+const writerApp = "peers-writer"
+
+// writer opens a pool on pg's database for the workload's changes.
+func writer(tb testing.TB, pg *e2etest.PG) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(pg.DSN)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = writerApp
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// dbCPU reads the CPU seconds used so far by each PostgreSQL server process
+// connected to pg's database (backends and walsenders), by pid, except the
+// workload writer's and the one running this query.
+func dbCPU(tb testing.TB, pg *e2etest.PG) map[int]float64 {
+	tb.Helper()
+	rows, err := pg.Pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND coalesce(application_name, '') <> $1`, writerApp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[int]float64{}
+	for _, pid := range pids {
+		if f := statFields(int(pid)); len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			out[int(pid)] = float64(u+s) / clockTicks
+		}
+	}
+	return out
+}
+
+// dbCPUSince is the database CPU used since the dbCPU reading start, by the
+// processes connected now (one that disconnected meanwhile is not counted).
+func dbCPUSince(tb testing.TB, pg *e2etest.PG, start map[int]float64) float64 {
+	tb.Helper()
+	var total float64
+	for pid, c := range dbCPU(tb, pg) {
+		total += c - start[pid]
+	}
+	return total
+}
