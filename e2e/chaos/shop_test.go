@@ -15,7 +15,7 @@ import (
 )
 
 // shopSchema is examples/shop/schema.sql with the cascades a workload
-// that deletes parents needs.
+// that deletes parents and changes root keys needs.
 const shopSchema = `
 CREATE TABLE addresses (
   id      serial PRIMARY KEY,
@@ -38,13 +38,13 @@ CREATE TABLE products (
 );
 CREATE TABLE orders (
   id          serial PRIMARY KEY,
-  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE,
+  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE ON UPDATE CASCADE,
   total       numeric(12,2) NOT NULL DEFAULT 0,
   status      text NOT NULL DEFAULT 'placed',
   placed_at   timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE order_lines (
-  order_id   int NOT NULL REFERENCES orders(id) ON DELETE CASCADE,
+  order_id   int NOT NULL REFERENCES orders(id) ON DELETE CASCADE ON UPDATE CASCADE,
   line_no    int NOT NULL,
   product_id int NOT NULL REFERENCES products(id) ON DELETE CASCADE,
   quantity   int NOT NULL,
@@ -55,7 +55,7 @@ CREATE TABLE tags (
   name text NOT NULL UNIQUE
 );
 CREATE TABLE customer_tags (
-  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE,
+  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE ON UPDATE CASCADE,
   tag_id      int NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
   PRIMARY KEY (customer_id, tag_id)
 );
@@ -191,6 +191,9 @@ func (w *workload) op(ctx context.Context, tx pgx.Tx) error {
 	insert := func(table, sql string, args ...any) error {
 		var id int
 		if err := tx.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) { // no row at or above the drawn id
+				return nil
+			}
 			return err
 		}
 		w.max[table] = max(w.max[table], id)
@@ -209,8 +212,10 @@ func (w *workload) op(ctx context.Context, tx pgx.Tx) error {
 	case n < 50: // new customer
 		return insert("customers", fmt.Sprintf(`INSERT INTO customers (name, email, address_id) VALUES ($1, $2, `+addr+`) RETURNING id`, pick("addresses")),
 			fmt.Sprintf("new customer %d", s), fmt.Sprintf("new%d-%d@example.com", s, w.r.IntN(1e9)))
-	case n < 100: // rename a customer
+	case n < 90: // rename a customer
 		return exec(fmt.Sprintf(`UPDATE customers SET name = $1 WHERE id = `+cust, pick("customers")), fmt.Sprintf("renamed %d", s))
+	case n < 100: // change a customer's id: a root key change (cascades to orders and tags)
+		return insert("customers", fmt.Sprintf(`UPDATE customers SET id = nextval('customers_id_seq') WHERE id = `+cust+` RETURNING id`, pick("customers")))
 	case n < 120: // change an email
 		return exec(fmt.Sprintf(`UPDATE customers SET email = $1 WHERE id = `+cust, pick("customers")), fmt.Sprintf("moved%d-%d@example.com", s, w.r.IntN(1e9)))
 	case n < 170: // move a customer to another address, or none (many-to-one link)
@@ -237,9 +242,11 @@ func (w *workload) op(ctx context.Context, tx pgx.Tx) error {
 		w.max["orders"] = max(w.max["orders"], id)
 		return exec(fmt.Sprintf(`INSERT INTO order_lines (order_id, line_no, product_id, quantity)
 SELECT $1, l, p.id, 1 + (l * 7 + $1) %% 5 FROM generate_series(1, $2::int) l, `+prod+` p(id)`, pick("products")), id, 1+w.r.IntN(4))
-	case n < 415: // order status and total
+	case n < 425: // order status and total
 		return exec(fmt.Sprintf(`UPDATE orders SET status = $1, total = $2 WHERE id = `+ord, pick("orders")),
 			[]string{"placed", "paid", "shipped", "delivered", "returned"}[w.r.IntN(5)], fmt.Sprintf("%d.%02d", w.r.IntN(900), w.r.IntN(100)))
+	case n < 435: // change an order's id: the order aggregate's root key (cascades to lines)
+		return insert("orders", fmt.Sprintf(`UPDATE orders SET id = nextval('orders_id_seq') WHERE id = `+ord+` RETURNING id`, pick("orders")))
 	case n < 445: // order date (reorders the customer's orders array)
 		return exec(fmt.Sprintf(`UPDATE orders SET placed_at = $1 WHERE id = `+ord, pick("orders")), placed)
 	case n < 495: // move an order to another customer (one-to-many link)
@@ -307,8 +314,10 @@ func (w *workload) loadMax(ctx context.Context) error {
 }
 
 // run executes transactions of 1-6 operations at w.rate operations per
-// second until stop says so. 5% of transactions roll back on purpose; a
-// TRUNCATE of customer_tags happens at each operation count in truncateAt.
+// second until stop says so. 5% of transactions roll back on purpose; at
+// each operation count in truncateAt a TRUNCATE happens: of the join table
+// customer_tags first, then of the order aggregate's root (orders and its
+// lines), alternately.
 // Errors (a server restart) are counted and the workload goes on.
 func (w *workload) run(ctx context.Context, stop func(ops int64) bool, truncateAt []int64) {
 	started := time.Now()
@@ -324,7 +333,7 @@ func (w *workload) run(ctx context.Context, stop func(ops int64) bool, truncateA
 		truncate := len(truncateAt) > 0 && w.ops.Load() >= truncateAt[0]
 		err := w.tx(ctx, func(tx pgx.Tx) error {
 			if truncate {
-				_, err := tx.Exec(ctx, `TRUNCATE customer_tags`)
+				_, err := tx.Exec(ctx, []string{`TRUNCATE customer_tags`, `TRUNCATE orders, order_lines`}[w.truncates.Load()%2])
 				return err
 			}
 			for i := 0; i < n; i++ {
