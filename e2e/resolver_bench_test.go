@@ -55,35 +55,12 @@ aggregates:
 //
 //	DECANT_BENCH_AGGREGATES=1000000 go test ./e2e -run '^$' -bench '^BenchmarkBackfill$' -benchtime 1x -timeout 120m
 func BenchmarkBackfill(b *testing.B) {
-	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("DECANT_BENCH_AGGREGATES")); err == nil && v > 0 {
-		n = v
-	}
+	n := benchEnvInt("DECANT_BENCH_AGGREGATES", 100000)
 	withKafka := os.Getenv("DECANT_BENCH_KAFKA_SINK") == "1"
 	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
 	ctx := e2etest.Ctx(b)
-	pg.Exec(b, resBenchSchema)
-	started := time.Now()
-	pg.Exec(b, fmt.Sprintf(`
-INSERT INTO addresses SELECT g, 'city-' || g, lpad(g::text, 5, '0') FROM generate_series(1, %[2]d) g;
-INSERT INTO customers SELECT g, 'customer ' || g, 'c' || g || '@example.com', 1 + g %% %[2]d FROM generate_series(1, %[1]d) g;
-INSERT INTO orders SELECT g, 1 + (g - 1) / 2, CASE WHEN g %% 3 = 0 THEN 'paid' ELSE 'new' END, (g %% 1000) + 0.5,
-  timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' FROM generate_series(1, %[3]d) g;
-ANALYZE;`, n, max(1, n/10), 2*n))
-	b.Logf("seeded %d customers, %d orders in %s", n, 2*n, time.Since(started).Round(time.Millisecond))
-
-	set, err := mappings.Load([]mappings.File{{Name: "bench.yaml", Data: []byte(strings.ReplaceAll(resBenchMapping, "IDX_", es.Prefix+"_"))}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cat, err := mappings.ReadCatalog(ctx, pg.Pool)
-	if err != nil {
-		b.Fatal(err)
-	}
-	model, err := mappings.Bind(set, cat)
-	if err != nil {
-		b.Fatal(err)
-	}
+	benchSeedCustomers(b, pg, n)
+	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", es.Prefix+"_"))
 	agg := model.Aggregate("customer")
 	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
 	if err != nil {
@@ -204,7 +181,7 @@ func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEn
 					rows.Close()
 					return 0, err
 				}
-				docs = append(docs, wire.Document{Aggregate: agg.Name, ID: json.RawMessage(`{"id":` + string(id) + `}`), Version: 1, Doc: doc})
+				docs = append(docs, wire.Document{Aggregate: agg.Name, ID: json.RawMessage(`{"id":` + string(id) + `}`), Version: 1, Doc: wire.AppendCompact(nil, doc)})
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {

@@ -36,7 +36,8 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			e.pg.Exec(t, `INSERT INTO orders VALUES (0, 0, 0, 'warm-up', now())`)
 			e.waitCaughtUp(2 * time.Minute)
 			e.stop()
-			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('bench_recv', 'pgoutput')")
+			recvSlot := e.cfg.Slot + "_recv" // slot names are server-wide
+			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+recvSlot+"', 'pgoutput')")
 			if shape == "one large transaction" {
 				e.pg.Exec(t, fmt.Sprintf(`INSERT INTO orders SELECT g, g %% 1000, g * 0.37, 'placed', '2026-11-30 10:00:00+00'::timestamptz + g * interval '1 second' FROM generate_series(1, %d) g`, rows))
 			} else {
@@ -53,7 +54,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			}
 
 			started := time.Now()
-			cmd := exec.Command("pg_recvlogical", "-d", e.pg.DSN, "--slot", "bench_recv", "--start",
+			cmd := exec.Command("pg_recvlogical", "-d", e.pg.DSN, "--slot", recvSlot, "--start",
 				// The plugin options decant uses on PostgreSQL 14+.
 				"-o", "proto_version=2", "-o", "streaming=on", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null")
 			if out, err := cmd.CombinedOutput(); err != nil {

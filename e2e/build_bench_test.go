@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// BenchmarkBuildVsCopy is the build stage's ceiling benchmark (issue 8).
+// It backfills N customer aggregates (the backfill benchmark's schema: a
+// root with a many-to-one and a one-to-many relation) through the refs
+// topic into resolver.Builder with a sink that only records what it is
+// given — so the figure is the build stage alone: consuming refs,
+// coalescing, opening each batch's snapshot, running the Build statement,
+// assembling documents and committing offsets. The clock runs from the
+// first ref enqueued to the last document handed to the sink.
+//
+// The ceiling is the same Build statement run for the same batches (the
+// very id lists the builder handed to its sink, so the same batch size
+// and the same ids per statement), with the same concurrency (Workers
+// connections), as `COPY (…) TO STDOUT` read into io.Discard: PostgreSQL
+// building the documents with nothing done with them. COPY takes no
+// parameters, so the id arrays are written into the statement as
+// literals.
+//
+// It prints one line starting with "BENCH build". DECANT_BENCH_BUILD_AGGREGATES
+// sets N (default 200000).
+//
+//	go test ./e2e -run '^$' -bench '^BenchmarkBuildVsCopy$' -benchtime 1x -timeout 60m
+func BenchmarkBuildVsCopy(b *testing.B) {
+	n := benchEnvInt("DECANT_BENCH_BUILD_AGGREGATES", 200_000)
+	pg, k := e2etest.Postgres(b), e2etest.Kafka(b)
+	ctx := e2etest.Ctx(b)
+	benchSeedCustomers(b, pg, n)
+	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", k.Prefix+"_"))
+	agg := model.Aggregate("customer")
+	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The defaults of `decant build`: 6 partitions, batches of 500 ids,
+	// 4 workers.
+	cfg := resolver.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Logger: log}
+	const batch, workers = 500, 4
+	cfg.BatchSize, cfg.Workers = batch, workers
+	sink := &recordingSink{}
+	builder, err := resolver.NewBuilder(cfg, model, pool, sink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- builder.Run(bctx) }()
+	defer func() {
+		stop()
+		if err := <-ran; err != nil {
+			b.Error(err)
+		}
+	}()
+	resWaitGroupStable(b, k, k.Prefix+".build")
+
+	var built, drained time.Duration
+	rounds, statements := 0, 0
+	for b.Loop() {
+		rounds++
+		sink.reset(n)
+		start := time.Now()
+		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
+			b.Fatal(err)
+		}
+		batches, last := sink.result()
+		if got := sink.count(); got < n {
+			b.Fatalf("the sink got %d documents, want %d", got, n)
+		}
+		built += last.Sub(start)
+		statements += len(batches)
+		d, rows, err := buildCopyDrain(ctx, pg.DSN, agg, batches, workers)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rows < int64(n) {
+			b.Fatalf("COPY drained %d rows, want %d", rows, n)
+		}
+		drained += d
+	}
+	total := float64(n * rounds)
+	ours, theirs := total/built.Seconds(), total/drained.Seconds()
+	b.ReportMetric(ours, "docs/s")
+	b.ReportMetric(theirs, "copy-docs/s")
+	b.ReportMetric(ours/theirs, "ratio")
+	fmt.Printf("BENCH build aggregates=%d batch=%d mean_batch=%.0f workers=%d decant=%.0f docs/s (%.2fs) copy=%.0f docs/s (%.2fs) ratio=%.2f\n",
+		n, batch, total/float64(statements), workers, ours, built.Seconds()/float64(rounds), theirs, drained.Seconds()/float64(rounds), ours/theirs)
+}
+
+// recordingSink is a resolver.Sink that keeps the ids of every batch it is
+// given and the time of the write that completed the expected count.
+type recordingSink struct {
+	mu      sync.Mutex
+	want    int
+	n       int
+	batches [][]json.RawMessage
+	last    time.Time
+}
+
+func (s *recordingSink) reset(want int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.want, s.n, s.batches, s.last = want, 0, nil, time.Time{}
+}
+
+// Write implements resolver.Sink.
+func (s *recordingSink) Write(_ context.Context, docs []wire.Document) error {
+	ids := make([]json.RawMessage, len(docs))
+	for i := range docs {
+		ids[i] = docs[i].ID
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, ids)
+	s.n += len(docs)
+	if s.n >= s.want && s.last.IsZero() {
+		s.last = now
+	}
+	return nil
+}
+
+func (s *recordingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// result returns the batches written and when the last expected document was.
+func (s *recordingSink) result() ([][]json.RawMessage, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.batches, s.last
+}
+
+// buildCopyDrain runs agg's Build statement once per batch of aggregate
+// keys ({"id":7}) as COPY (…) TO STDOUT into io.Discard, from workers
+// connections at once, and returns the time taken and the rows drained.
+func buildCopyDrain(ctx context.Context, dsn string, agg *mappings.Aggregate, batches [][]json.RawMessage, workers int) (time.Duration, int64, error) {
+	stmts := make([]string, len(batches))
+	for i, keys := range batches {
+		s, err := buildCopyStatement(agg, keys)
+		if err != nil {
+			return 0, 0, err
+		}
+		stmts[i] = s
+	}
+	pool, err := resolver.NewPool(ctx, dsn, "decant-bench-copy", int32(workers))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pool.Close()
+	// Open the connections before the clock starts, as the builder's are.
+	var g errgroup.Group
+	for range workers {
+		g.Go(func() error {
+			c, err := pool.Acquire(ctx)
+			if err == nil {
+				defer c.Release()
+				_, err = c.Exec(ctx, "SELECT 1")
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
+	}
+	var (
+		mu   sync.Mutex
+		next int
+		rows int64
+	)
+	start := time.Now()
+	for range workers {
+		g.Go(func() error {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Release()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(stmts) {
+					return nil
+				}
+				tag, err := c.Conn().PgConn().CopyTo(ctx, io.Discard, stmts[i])
+				if err != nil {
+					return fmt.Errorf("COPY batch %d: %w", i, err)
+				}
+				mu.Lock()
+				rows += tag.RowsAffected()
+				mu.Unlock()
+			}
+		})
+	}
+	err = g.Wait()
+	return time.Since(start), rows, err
+}
+
+var sqlParam = regexp.MustCompile(`\$([0-9]+)`)
+
+// buildCopyStatement returns `COPY (<agg.Build.SQL>) TO STDOUT` with the
+// parameters of keys written in as text[] literals.
+func buildCopyStatement(agg *mappings.Aggregate, keys []json.RawMessage) (string, error) {
+	vals := make([][]json.RawMessage, len(keys))
+	for i, key := range keys {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(key, &m); err != nil {
+			return "", fmt.Errorf("key %s: %w", key, err)
+		}
+		for _, c := range agg.ID {
+			vals[i] = append(vals[i], m[c])
+		}
+	}
+	args, err := agg.Build.Args(vals)
+	if err != nil {
+		return "", err
+	}
+	lits := make([]string, len(args))
+	for i, a := range args {
+		var sb strings.Builder
+		sb.WriteString("'{")
+		for j, s := range a.([]*string) {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			if s == nil {
+				sb.WriteString("NULL")
+				continue
+			}
+			// An array element in double quotes, then the whole literal in
+			// single quotes: escape \ and " for the first, ' for the second.
+			e := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(*s)
+			sb.WriteString(`"` + strings.ReplaceAll(e, "'", "''") + `"`)
+		}
+		sb.WriteString("}'")
+		lits[i] = sb.String()
+	}
+	sql := sqlParam.ReplaceAllStringFunc(agg.Build.SQL, func(p string) string {
+		i, _ := strconv.Atoi(p[1:])
+		if i < 1 || i > len(lits) {
+			return p
+		}
+		return lits[i-1]
+	})
+	return "COPY (" + strings.TrimSuffix(strings.TrimSpace(sql), ";") + ") TO STDOUT", nil
+}
+
+// benchSeedCustomers fills resBenchSchema with n customers, n/10
+// addresses and two orders per customer, and analyzes the tables.
+func benchSeedCustomers(tb testing.TB, pg *e2etest.PG, n int) {
+	tb.Helper()
+	pg.Exec(tb, resBenchSchema)
+	started := time.Now()
+	pg.Exec(tb, fmt.Sprintf(`
+INSERT INTO addresses SELECT g, 'city-' || g, lpad(g::text, 5, '0') FROM generate_series(1, %[2]d) g;
+INSERT INTO customers SELECT g, 'customer ' || g, 'c' || g || '@example.com', 1 + g %% %[2]d FROM generate_series(1, %[1]d) g;
+INSERT INTO orders SELECT g, 1 + (g - 1) / 2, CASE WHEN g %% 3 = 0 THEN 'paid' ELSE 'new' END, (g %% 1000) + 0.5,
+  timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second' FROM generate_series(1, %[3]d) g;
+ANALYZE;`, n, max(1, n/10), 2*n))
+	tb.Logf("seeded %d customers, %d orders in %s", n, 2*n, time.Since(started).Round(time.Millisecond))
+}
+
+// benchModel loads one mapping file and binds it to pg's catalog.
+func benchModel(tb testing.TB, pg *e2etest.PG, mapping string) *mappings.Model {
+	tb.Helper()
+	set, err := mappings.Load([]mappings.File{{Name: "bench.yaml", Data: []byte(mapping)}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cat, err := mappings.ReadCatalog(e2etest.Ctx(tb), pg.Pool)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	model, err := mappings.Bind(set, cat)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return model
+}
+
+// benchEnvInt reads a positive integer from the environment.
+func benchEnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

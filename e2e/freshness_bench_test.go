@@ -1,0 +1,620 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/decant-cdc/decant/client"
+	"github.com/decant-cdc/decant/e2e/e2etest"
+)
+
+// freshMapping is the backfill benchmark's customer aggregate with a seq
+// column on customers and on orders: every change writes the next seq, so
+// a document shows which changes it already contains.
+const freshMapping = `version: 1
+aggregates:
+  customer:
+    table: customers
+    elasticsearch:
+      index: ALIAS
+      settings: {number_of_shards: 1, number_of_replicas: 0}
+    relations:
+      address: {table: addresses, references: address_id, columns: [city, zip]}
+      orders: {table: orders, foreign_key: customer_id, columns: [id, status, total, placed_at, seq], order_by: placed_at desc}
+`
+
+// BenchmarkFreshness measures end-to-end freshness — from a change's
+// commit to the moment a search in Elasticsearch returns its document with
+// the change in it — of `decant run` running as a child process, plus its
+// peak RSS and CPU time per 1,000 changes (issue 8).
+//
+// A change is one transaction updating one row: even changes set
+// customers.seq of a customer, odd ones orders.seq of one of its orders
+// (which the map stage routes to the customer); seq grows by one per
+// change. A build reads the whole document in a snapshot taken after the
+// change committed, so a searchable document whose largest seq is s
+// contains every earlier change to it.
+//
+//  1. Maximum rate: K changes to K distinct documents are committed as
+//     fast as 8 connections can, while decant works; the rate is K over
+//     the time from the first commit to /v1/wait returning for the last
+//     one (built, written and refreshed). On a small machine the writes
+//     and the pipeline share the cores, as they do in the next phase.
+//  2. Freshness: the same connections commit changes at half that rate
+//     (override with DECANT_BENCH_FRESHNESS_RATE) for
+//     DECANT_BENCH_FRESHNESS_SECONDS (default 60), each change to the next
+//     document in turn. About 100 changes a second are sampled; a poller searches
+//     their documents by id every 25 ms, and a change's latency is the
+//     time from its commit returning to the search that first shows it
+//     returning (so figures are at most one poll high). Elasticsearch's
+//     refresh interval (1 s by default) is part of the figure, as it is
+//     for any reader. The medians of the first and last quarter of the
+//     window are printed too: when the last is far higher, the pipeline
+//     did not keep up with the rate (sustained=no) and the percentiles
+//     measure a growing backlog.
+//
+// CPU time is read from /proc/<pid>/stat over each phase, peak RSS is
+// VmHWM at the end. It prints one line starting with "BENCH freshness".
+// DECANT_BENCH_FRESHNESS_AGGREGATES sets the customers (default 50000),
+// DECANT_BENCH_FRESHNESS_BURST the changes of phase 1 (default 30000, at
+// most the customers). DECANT_BENCH_FRESHNESS_LOG keeps decant's log in
+// that file.
+//
+//	go test ./e2e -run '^$' -bench '^BenchmarkFreshness$' -benchtime 1x -timeout 30m
+func BenchmarkFreshness(b *testing.B) {
+	n := benchEnvInt("DECANT_BENCH_FRESHNESS_AGGREGATES", 50_000)
+	burst := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_BURST", 30_000))
+	seconds := benchEnvInt("DECANT_BENCH_FRESHNESS_SECONDS", 60)
+	fixedRate := benchEnvInt("DECANT_BENCH_FRESHNESS_RATE", 0)
+	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
+	ctx := e2etest.Ctx(b)
+	bin := freshBuildDecant(b)
+	benchSeedCustomers(b, pg, n)
+	pg.Exec(b, `ALTER TABLE customers ADD COLUMN seq bigint NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN seq bigint NOT NULL DEFAULT 0;
+ALTER TABLE customers REPLICA IDENTITY FULL;
+ALTER TABLE orders REPLICA IDENTITY FULL;
+ALTER TABLE addresses REPLICA IDENTITY FULL;`)
+
+	alias := es.Prefix + "-customer"
+	dir := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "mappings"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mappings", "bench.yaml"), []byte(strings.ReplaceAll(freshMapping, "ALIAS", alias)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	addr := freshFreePort(b)
+	config := filepath.Join(dir, "decant.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `postgres:
+  dsn: %s
+  slot: decant_%s
+kafka:
+  brokers: [%s]
+  topic_prefix: %s
+elasticsearch:
+  urls: [%s]
+mappings: [mappings/*.yaml]
+http:
+  listen: %s
+streamer:
+  snapshot_mode: never
+`, pg.DSN, e2etest.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, addr), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "decant.log")
+	if v := os.Getenv("DECANT_BENCH_FRESHNESS_LOG"); v != "" {
+		logPath = v
+	}
+	run := freshStart(b, bin, config, logPath)
+	defer func() {
+		if code := run.term(); code != 0 {
+			b.Errorf("decant run exited %d after SIGTERM; log:\n%s", code, run.tail(40))
+		}
+	}()
+	cl := client.New("http://" + addr)
+	// The first start backfills every document: wait for all of them and
+	// for the slot to be past the seed.
+	e2etest.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {
+		res, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return run.exited(), err
+		}
+		res.Body.Close()
+		return res.StatusCode == 200, fmt.Errorf("status %s", res.Status)
+	})
+	if run.exited() {
+		b.Fatalf("decant run exited; log:\n%s", run.tail(40))
+	}
+	started := time.Now()
+	e2etest.WaitFor(b, fmt.Sprintf("the initial backfill of %d documents", n), 10*time.Minute, func() (bool, error) {
+		c, err := freshCount(ctx, es, alias, `{"match_all":{}}`)
+		if run.exited() {
+			b.Fatalf("decant run exited; log:\n%s", run.tail(40))
+		}
+		return c == n, fmt.Errorf("%d documents, %v", c, err)
+	})
+	b.Logf("initial backfill of %d documents: %s", n, time.Since(started).Round(time.Millisecond))
+	if err := cl.Wait(ctx, freshLSN(b, pg), 5*time.Minute); err != nil {
+		b.Fatalf("/v1/wait after the backfill: %v", err)
+	}
+
+	pc, err := pgxpool.ParseConfig(pg.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	var (
+		seq                           int64 // last seq written
+		rateIs                        string
+		maxRate, rate                 float64
+		burstCPU, steadyCPU           float64
+		burstTook, commitsTook        time.Duration
+		changes                       int64
+		achieved                      float64
+		samples                       []freshSample
+		cpuBurstPer1k, cpuSteadyPer1k float64
+	)
+	for b.Loop() {
+		// 1. Maximum rate.
+		cpu0 := freshCPU(b, run.pid())
+		t0 := time.Now()
+		if err := freshDrive(ctx, pool, n, seq, burst, 0, 0, nil); err != nil {
+			b.Fatalf("maximum rate: %v", err)
+		}
+		commitsTook = time.Since(t0)
+		if err := cl.Wait(ctx, freshLSN(b, pg), 10*time.Minute); err != nil {
+			b.Fatalf("/v1/wait after %d changes: %v", burst, err)
+		}
+		burstTook = time.Since(t0)
+		burstCPU = freshCPU(b, run.pid()) - cpu0
+		q := fmt.Sprintf(`{"bool":{"should":[{"range":{"seq":{"gt":%[1]d}}},{"range":{"orders.seq":{"gt":%[1]d}}}]}}`, seq)
+		if c, err := freshCount(ctx, es, alias, q); err != nil || c != burst {
+			b.Fatalf("after /v1/wait, %d documents hold a change of the burst (%v), want %d", c, err, burst)
+		}
+		seq += int64(burst)
+		maxRate = float64(burst) / burstTook.Seconds()
+
+		// 2. Freshness at half the maximum rate.
+		rate, rateIs = maxRate/2, "half_max"
+		if fixedRate > 0 {
+			rate, rateIs = float64(fixedRate), "fixed"
+		}
+		cpu0 = freshCPU(b, run.pid())
+		var took time.Duration
+		var nch int64
+		samples, nch, took = freshSteady(ctx, b, pool, es, alias, n, seq, rate, time.Duration(seconds)*time.Second)
+		steadyCPU = freshCPU(b, run.pid()) - cpu0
+		seq += nch
+		changes = nch
+		achieved = float64(nch) / took.Seconds()
+		cpuBurstPer1k = burstCPU * 1000 / float64(burst)
+		cpuSteadyPer1k = steadyCPU * 1000 / float64(nch)
+	}
+	rss := vmHWM(b, run.pid())
+	window := time.Duration(seconds) * time.Second
+	var lat, first, last []time.Duration
+	for _, sm := range samples {
+		lat = append(lat, sm.latency)
+		if sm.at < window/4 {
+			first = append(first, sm.latency)
+		} else if sm.at >= window*3/4 {
+			last = append(last, sm.latency)
+		}
+	}
+	p50, p99 := freshPercentile(lat, 0.50), freshPercentile(lat, 0.99)
+	// A rate the pipeline cannot sustain shows as latencies that grow
+	// through the window: a backlog, not freshness.
+	p50First, p50Last := freshPercentile(first, 0.5), freshPercentile(last, 0.5)
+	sustained := "yes"
+	if p50Last > 2*p50First+time.Second {
+		sustained = "no"
+		b.Logf("warning: the pipeline did not keep up with %.0f changes/s: median latency grew from %s (first quarter) to %s (last quarter)", rate, p50First, p50Last)
+	}
+	b.ReportMetric(maxRate, "max-changes/s")
+	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes peak_rss=%dMB\n",
+		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
+		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), p50First.Milliseconds(), p50Last.Milliseconds(), sustained, cpuBurstPer1k, cpuSteadyPer1k, rss>>20)
+}
+
+// freshChange is one sampled change: its seq and when its commit returned.
+type freshChange struct {
+	seq       int64
+	committed time.Time
+}
+
+// freshSample is the latency of one sampled change committed at (since
+// the start of the window).
+type freshSample struct {
+	at, latency time.Duration
+}
+
+// freshDrive commits count changes, seq+1 onwards, from 8 connections:
+// as fast as they go when rate is 0, else at rate per second for at most
+// d. Change s goes to document (s-1) mod n + 1, always through the same
+// connection, so the changes to one document commit in seq order.
+// committed, when set, is called after each commit.
+func freshDrive(ctx context.Context, pool *pgxpool.Pool, n int, seq int64, count int, rate float64, d time.Duration, committed func(s int64, doc int, at time.Time)) error {
+	const workers = 8
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	chans := make([]chan int64, workers)
+	for w := range chans {
+		chans[w] = make(chan int64, 256)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range chans[w] {
+				doc := int((s-1)%int64(n)) + 1
+				var err error
+				if s%2 == 0 {
+					_, err = pool.Exec(ctx, `UPDATE customers SET seq = $1 WHERE id = $2`, s, doc)
+				} else {
+					_, err = pool.Exec(ctx, `UPDATE orders SET seq = $1 WHERE id = $2`, s, 2*doc)
+				}
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					continue
+				}
+				if committed != nil {
+					committed(s, doc, time.Now())
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	for i := range count {
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if due.Sub(start) >= d {
+				break
+			}
+			if wait := time.Until(due); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		s := seq + int64(i) + 1
+		chans[((s-1)%int64(n))%workers] <- s
+	}
+	for _, c := range chans {
+		close(c)
+	}
+	wg.Wait()
+	return first
+}
+
+// freshSteady commits changes at rate per second for d, starting at seq+1,
+// and measures the commit-to-searchable latency of about 100 sampled
+// changes a second. It returns once every sampled change is searchable,
+// with the samples, the changes committed and the time that took.
+func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2etest.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
+	every := max(1, int64(math.Round(rate/100)))
+	var (
+		mu      sync.Mutex
+		pending = map[int][]freshChange{} // document id → sampled changes not yet seen
+		lat     []freshSample
+		start   time.Time
+		first   error
+		last    int64
+	)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pollCtx.Err() == nil {
+			mu.Lock()
+			ids := make([]string, 0, len(pending))
+			from := int64(math.MaxInt64)
+			for doc, cs := range pending {
+				if len(ids) == 1000 {
+					break
+				}
+				ids = append(ids, strconv.Itoa(doc))
+				from = min(from, cs[0].seq)
+			}
+			mu.Unlock()
+			if len(ids) > 0 {
+				seen, err := freshSearchSeqs(pollCtx, es, alias, ids, from)
+				now := time.Now()
+				mu.Lock()
+				if err != nil && pollCtx.Err() == nil {
+					first = cmp.Or(first, err)
+				}
+				for doc, top := range seen {
+					cs := pending[doc]
+					i := 0
+					for ; i < len(cs) && cs[i].seq <= top; i++ {
+						lat = append(lat, freshSample{cs[i].committed.Sub(start), now.Sub(cs[i].committed)})
+					}
+					if i == len(cs) {
+						delete(pending, doc)
+					} else {
+						pending[doc] = cs[i:]
+					}
+				}
+				mu.Unlock()
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}()
+
+	mu.Lock()
+	start = time.Now()
+	mu.Unlock()
+	err := freshDrive(ctx, pool, n, seq, math.MaxInt, rate, d, func(s int64, doc int, at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		last = max(last, s)
+		if s%every == 0 {
+			pending[doc] = append(pending[doc], freshChange{s, at})
+		}
+	})
+	took := time.Since(start)
+	if err != nil {
+		b.Fatalf("freshness: %v", err)
+	}
+	e2etest.WaitFor(b, "every sampled change to be searchable", 5*time.Minute, func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil {
+			b.Fatalf("freshness: %v", first)
+		}
+		return len(pending) == 0, fmt.Errorf("%d documents with unseen changes", len(pending))
+	})
+	stopPoll()
+	<-polled
+	return lat, last - seq, took
+}
+
+// freshSearchSeqs searches alias for those of the documents ids that
+// hold a seq of at least from (in the root or in any order) and returns
+// the largest seq each holds. Documents not changed since from are not
+// returned, which keeps the poller's load on Elasticsearch small.
+func freshSearchSeqs(ctx context.Context, es *e2etest.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
+	body, _ := json.Marshal(map[string]any{
+		"size": len(ids), "_source": []string{"seq", "orders.seq"},
+		"query": map[string]any{"bool": map[string]any{"filter": []any{
+			map[string]any{"ids": map[string]any{"values": ids}},
+			map[string]any{"bool": map[string]any{"minimum_should_match": 1, "should": []any{
+				map[string]any{"range": map[string]any{"seq": map[string]any{"gte": from}}},
+				map[string]any{"range": map[string]any{"orders.seq": map[string]any{"gte": from}}},
+			}}},
+		}}},
+	})
+	res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(body)}.Do(ctx, es.Client)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.IsError() {
+		return nil, fmt.Errorf("search %s: %s", alias, res.String())
+	}
+	var sr struct {
+		Hits struct {
+			Hits []struct {
+				ID     string `json:"_id"`
+				Source struct {
+					Seq    int64 `json:"seq"`
+					Orders []struct {
+						Seq int64 `json:"seq"`
+					} `json:"orders"`
+				} `json:"_source"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
+		return nil, fmt.Errorf("search %s: %w", alias, err)
+	}
+	out := make(map[int]int64, len(sr.Hits.Hits))
+	for _, h := range sr.Hits.Hits {
+		doc, err := strconv.Atoi(h.ID)
+		if err != nil {
+			return nil, fmt.Errorf("search %s: _id %q is not a customer id", alias, h.ID)
+		}
+		m := h.Source.Seq
+		for _, o := range h.Source.Orders {
+			m = max(m, o.Seq)
+		}
+		out[doc] = m
+	}
+	return out, nil
+}
+
+// freshCount counts the documents of alias matching query (a JSON query
+// clause) after a refresh.
+func freshCount(ctx context.Context, es *e2etest.ESEnv, alias, query string) (int, error) {
+	if res, err := (esapi.IndicesRefreshRequest{Index: []string{alias}}).Do(ctx, es.Client); err == nil {
+		res.Body.Close()
+	}
+	res, err := esapi.CountRequest{Index: []string{alias}, Body: strings.NewReader(`{"query":` + query + `}`)}.Do(ctx, es.Client)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.IsError() {
+		return 0, fmt.Errorf("count %s: %s", alias, res.String())
+	}
+	var c struct {
+		Count int `json:"count"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&c)
+	return c.Count, err
+}
+
+// freshPercentile returns the q-quantile of ds (nearest rank); 0 when empty.
+func freshPercentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func freshLSN(tb testing.TB, pg *e2etest.PG) string {
+	tb.Helper()
+	var lsn string
+	if err := pg.Pool.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		tb.Fatal(err)
+	}
+	return lsn
+}
+
+// freshCPU returns the user+system CPU seconds of process pid so far
+// (/proc/<pid>/stat, in USER_HZ = 100 ticks a second).
+func freshCPU(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// the first, utime the 12th and stime the 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		tb.Fatalf("/proc/%d/stat: too few fields: %s", pid, b)
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
+}
+
+// vmHWM returns the peak resident set size of process pid in bytes.
+func vmHWM(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	tb.Fatalf("/proc/%d/status has no VmHWM", pid)
+	return 0
+}
+
+// freshBuildDecant builds cmd/decant into a temporary directory.
+func freshBuildDecant(tb testing.TB) string {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(tb.TempDir(), "decant")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/decant")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build ./cmd/decant: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freshFreePort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// freshProc is a decant child process logging to a file.
+type freshProc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// freshStart starts `decant run --config config`. Only DECANT_TEST_…
+// variables of this process's DECANT_ ones reach it: decant refuses
+// variables that name no key.
+func freshStart(tb testing.TB, bin, config, logPath string) *freshProc {
+	tb.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", config)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p := &freshProc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	})
+	return p
+}
+
+func (p *freshProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *freshProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// term sends SIGTERM and returns the exit code (-1 after 60s).
+func (p *freshProc) term() int {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		return -1
+	}
+}
+
+// tail returns the last n lines of the log.
+func (p *freshProc) tail(n int) string {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
