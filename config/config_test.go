@@ -77,14 +77,15 @@ log:
 		}
 	}
 	// Value errors found by validation point at the value too.
-	p2 := writeFile(t, "kafka:\n  brokers: [nohost]\nlog:\n  level: loud\n")
+	p2 := writeFile(t, "kafka:\n  brokers: [nohost]\n  compression: brotli\nlog:\n  level: loud\n")
 	_, err = Load(p2, nil)
 	if err == nil {
 		t.Fatal("want errors")
 	}
 	for _, want := range []string{
 		p2 + `:2:12: kafka.brokers: "nohost" has no port: write host:port`,
-		p2 + `:4:10: log.level: "loud": use debug, info, warn or error`,
+		p2 + `:3:16: kafka.compression: "brotli" is not supported: use none, lz4, snappy, zstd or gzip`,
+		p2 + `:5:10: log.level: "loud": use debug, info, warn or error`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%s", want, err)

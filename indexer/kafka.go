@@ -120,7 +120,7 @@ func newProducer(opts []kgo.Opt, maxBuffered int) (*kgo.Client, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(maxBuffered),
 		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // kafka.compression overrides it
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	}, opts...)...)
 	if err != nil {

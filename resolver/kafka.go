@@ -49,7 +49,7 @@ func producerOpts(maxBuffered int) []kgo.Opt {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(maxBuffered),
 		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // kafka.compression overrides it
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,37 +14,53 @@ import (
 
 // BenchmarkStreamVsRecvlogical is the streamer benchmark (make
 // bench-stream). It measures one fixed backlog per shape, whatever b.N.
-// Three slots are created at the same point and a WAL backlog is written
-// (one large transaction of N rows, or N/10 transactions of 10 rows). Then
-// pg_recvlogical drains one slot untimed (so no timed run reads the backlog
-// cold), pg_recvlogical drains the second to /dev/null (the decode ceiling,
-// timed), and the streamer drains the third into Kafka (timed). It prints
-// rows/s of each and the ratio.
+// Slots are created at one WAL position, then a backlog is written (one
+// large transaction of N rows, or N/10 transactions of 10 rows) and drained
+// DECANT_BENCH_STREAM_ROUNDS times (default 3) by each of:
+//   - pg_recvlogical to /dev/null with decant's plugin options (protocol 2,
+//     streaming on): PostgreSQL's decoding alone, which sends a large
+//     transaction before it commits;
+//   - pg_recvlogical to /dev/null with pgoutput's defaults (protocol 1): the
+//     committed transactions, which is what decant must deliver;
+//   - the streamer into Kafka.
+//
+// The order rotates each round and each figure is the median of its rounds,
+// so a burst of other work or a drift of the machine hits all three. One
+// more pg_recvlogical drain runs first, untimed, so no timed one reads the
+// backlog cold. Autovacuum is off for the table and a checkpoint precedes
+// the drains, so neither lands inside one of them.
 func BenchmarkStreamVsRecvlogical(b *testing.B) {
-	rows := 1000000
+	rows, rounds := 1000000, 3
 	if v := os.Getenv("DECANT_BENCH_ROWS"); v != "" {
 		fmt.Sscan(v, &rows)
 	}
+	if v := os.Getenv("DECANT_BENCH_STREAM_ROUNDS"); v != "" {
+		fmt.Sscan(v, &rounds)
+	}
 	for _, shape := range []string{"one large transaction", "small transactions"} {
 		b.Run(strings.ReplaceAll(shape, " ", "_"), func(t *testing.B) {
-			e := newEnv(t, `CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, total numeric(12,2), status text, placed_at timestamptz);
+			e := newEnv(t, `CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int, total numeric(12,2), status text, placed_at timestamptz) WITH (autovacuum_enabled = off);
 				CREATE PUBLICATION decant FOR TABLE orders;`)
 			e.cfg.SnapshotMode = "never"
 			e.cfg.Partitions = 6
 			ctx := context.Background()
-			// Warm up: the streamer creates its slot and topics on a first
-			// row, so the measured run below pays no set-up cost; then
-			// pg_recvlogical's slot starts where the streamer stands.
+			// Warm up: the streamer creates its topics on a first row, so
+			// the measured runs below pay no set-up cost.
 			e.start()
 			e.pg.Exec(t, `INSERT INTO orders VALUES (0, 0, 0, 'warm-up', now())`)
 			e.waitCaughtUp(2 * time.Minute)
 			e.stop()
-			// Slot names are server-wide. A third slot is drained first,
-			// untimed, so neither timed run reads the backlog cold: the one
-			// that came first used to pay for it.
-			recvSlot, warmSlot := e.cfg.Slot+"_recv", e.cfg.Slot+"_warm"
-			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+recvSlot+"', 'pgoutput')")
-			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+warmSlot+"', 'pgoutput')")
+			e.dropSlot(e.cfg.Slot)
+			// Slot names are server-wide: they start with this test's slot.
+			base := e.cfg.Slot
+			slot := func(kind string, round int) string { return fmt.Sprintf("%s_%s%d", base, kind, round) }
+			kinds := []string{"on", "off", "decant"}
+			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+slot("warm", 0)+"', 'pgoutput')")
+			for i := 0; i < rounds; i++ {
+				for _, k := range kinds {
+					e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+slot(k, i)+"', 'pgoutput')")
+				}
+			}
 			if shape == "one large transaction" {
 				e.pg.Exec(t, fmt.Sprintf(`INSERT INTO orders SELECT g, g %% 1000, g * 0.37, 'placed', '2026-11-30 10:00:00+00'::timestamptz + g * interval '1 second' FROM generate_series(1, %d) g`, rows))
 			} else {
@@ -58,36 +75,93 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			if err := e.pg.Pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
 				t.Fatal(err)
 			}
+			e.pg.Exec(t, "CHECKPOINT")
 
-			drain := func(slot string) time.Duration {
+			recvlogical := func(slot string, opts ...string) time.Duration {
 				started := time.Now()
-				cmd := exec.Command("pg_recvlogical", "-d", e.pg.DSN, "--slot", slot, "--start",
-					// The plugin options decant uses on PostgreSQL 14+.
-					"-o", "proto_version=2", "-o", "streaming=on", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null")
-				if out, err := cmd.CombinedOutput(); err != nil {
+				args := []string{"-d", e.pg.DSN, "--slot", slot, "--start", "-o", "publication_names=decant", "-E", end, "-f", "/dev/null"}
+				for _, o := range opts {
+					args = append(args, "-o", o)
+				}
+				if out, err := exec.Command("pg_recvlogical", args...).CombinedOutput(); err != nil {
 					t.Fatalf("pg_recvlogical: %v: %s", err, out)
 				}
 				return time.Since(started)
 			}
-			drain(warmSlot)
-			e.pg.Exec(t, "SELECT pg_drop_replication_slot('"+warmSlot+"')")
-			recv := drain(recvSlot)
-
-			started := time.Now()
-			cpu0 := cpuSeconds()
-			e.start()
-			e.waitCaughtUpTo(end, 10*time.Minute)
-			ours := time.Since(started)
-			cpu := cpuSeconds() - cpu0
-			e.stop()
-			rr, or := float64(rows)/recv.Seconds(), float64(rows)/ours.Seconds()
-			t.ReportMetric(or/rr, "ratio")
-			t.ReportMetric(or, "rows/s")
-			t.ReportMetric(cpu*1000/float64(rows), "cpu-s/1k-rows")
-			fmt.Printf("BENCH stream %-22s rows=%d pg_recvlogical=%.0f rows/s (%.2fs) decant=%.0f rows/s (%.2fs) ratio=%.2f cpu=%.3fs/1k rows peak_rss=%dMB\n",
-				shape, rows, rr, recv.Seconds(), or, ours.Seconds(), or/rr, cpu*1000/float64(rows), vmHWM(t, os.Getpid())>>20)
+			recvlogical(slot("warm", 0), "proto_version=2", "streaming=on")
+			e.dropSlot(slot("warm", 0))
+			took := map[string][]time.Duration{}
+			var cpu float64
+			for i := 0; i < rounds; i++ {
+				for j := range kinds {
+					k := kinds[(i+j)%len(kinds)]
+					var d time.Duration
+					switch k {
+					case "on": // decant's options on PostgreSQL 14+
+						d = recvlogical(slot(k, i), "proto_version=2", "streaming=on")
+					case "off": // pgoutput's defaults
+						d = recvlogical(slot(k, i), "proto_version=1")
+					case "decant":
+						e.cfg.Slot = slot(k, i)
+						started, cpu0 := time.Now(), cpuSeconds()
+						e.start()
+						e.waitCaughtUpTo(end, 10*time.Minute)
+						d = time.Since(started)
+						cpu += cpuSeconds() - cpu0
+						e.stop()
+					}
+					e.dropSlot(slot(k, i))
+					took[k] = append(took[k], d)
+				}
+			}
+			rate := func(k string) float64 { return float64(rows) / median(took[k]).Seconds() }
+			on, off, ours := rate("on"), rate("off"), rate("decant")
+			cpuPer1k := cpu * 1000 / float64(rows*rounds)
+			t.ReportMetric(ours/on, "ratio")
+			t.ReportMetric(ours/off, "ratio-committed")
+			t.ReportMetric(ours, "rows/s")
+			t.ReportMetric(cpuPer1k, "cpu-s/1k-rows")
+			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB runs: %s\n",
+				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, vmHWM(t, os.Getpid())>>20, runs(took, kinds))
 		})
 	}
+}
+
+// dropSlot drops a slot once the walsender that used it has exited.
+func (e *env) dropSlot(name string) {
+	e.t.Helper()
+	var err error
+	for range 100 {
+		if _, err = e.pg.Pool.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", name); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("drop slot %s: %v", name, err)
+}
+
+// median is the middle of ds (the mean of the two middle ones for an even
+// count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// runs lists every timed drain, for the log.
+func runs(took map[string][]time.Duration, kinds []string) string {
+	var parts []string
+	for _, k := range kinds {
+		var ss []string
+		for _, d := range took[k] {
+			ss = append(ss, fmt.Sprintf("%.2fs", d.Seconds()))
+		}
+		parts = append(parts, k+"="+strings.Join(ss, ","))
+	}
+	return strings.Join(parts, " ")
 }
 
 // waitCaughtUpTo waits until the slot has confirmed the LSN target.

@@ -90,6 +90,55 @@ func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) 
 	return r, nil
 }
 
+// sameShape reports whether m describes r's columns (names, types) and
+// replica identity.
+func (r *relation) sameShape(m *pglogrepl.RelationMessage) bool {
+	if len(m.Columns) != len(r.cols) {
+		return false
+	}
+	for i, c := range m.Columns {
+		if c.Name != r.cols[i].Name || c.DataType != r.cols[i].TypeOID || (c.Flags&1 == 1) != r.identity[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameColumns reports whether two column lists have the same names and
+// types in the same order.
+func sameColumns(a []pglogrepl.RelationMessageColumn, b []*pglogrepl.RelationMessageColumn) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].DataType != b[i].DataType {
+			return false
+		}
+	}
+	return true
+}
+
+// identityIsKey reports whether the replica identity flags of a relation
+// message agree with primary key pk: they mark exactly its columns (the
+// default identity), every column (FULL) or none (NOTHING). Any other
+// marking (another index, or a key changed since pk was read) does not.
+func identityIsKey(cols []*pglogrepl.RelationMessageColumn, pk []string) bool {
+	flagged, inKey := 0, 0
+	isKey := map[string]bool{}
+	for _, n := range pk {
+		isKey[n] = true
+	}
+	for _, c := range cols {
+		if c.Flags&1 == 1 {
+			flagged++
+			if isKey[c.Name] {
+				inKey++
+			}
+		}
+	}
+	return flagged == 0 || flagged == len(cols) || (flagged == len(pk) && inKey == len(pk))
+}
+
 // RawTopic is the raw change topic of a table: <prefix>.raw.<schema>.<table>.
 func RawTopic(prefix, schema, table string) string {
 	return prefix + ".raw." + schema + "." + table
@@ -111,6 +160,9 @@ type txnInfo struct {
 	commitTime time.Time
 	seq        int64
 	snapshot   bool
+	// headOnly makes event stop after the change's LSN: the rest is known
+	// only at commit (a streamed transaction, see encodedRecord).
+	headOnly bool
 	// tail caches `","commit_lsn":"…","xid":…,"commit_time":"…","seq":`,
 	// the same for every change of a transaction. Setting txnInfo with a
 	// literal (as every new transaction does) clears it.
@@ -253,7 +305,7 @@ func (e *encoder) snapshotRow(r *relation, key, row []byte, at *txnInfo) record 
 }
 
 // event encodes a raw change value (PRODUCT.md §2) by hand: this is the hot
-// path. It consumes one sequence number of at.
+// path. It consumes one sequence number of at, unless at.headOnly.
 func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unchanged []string, at *txnInfo) []byte {
 	b := make([]byte, 0, 200+len(key)+len(before)+len(after)+len(r.names))
 	b = append(b, `{"op":"`...)
@@ -274,6 +326,15 @@ func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unch
 	}
 	b = append(b, `],"source":{"lsn":"`...)
 	b = wire.AppendLSN(b, at.lsn)
+	if at.headOnly {
+		return b
+	}
+	return e.eventTail(b, at)
+}
+
+// eventTail completes an event after the change's LSN with the fields of
+// its transaction.
+func (e *encoder) eventTail(b []byte, at *txnInfo) []byte {
 	if at.tail == nil {
 		t := append([]byte(nil), `","commit_lsn":"`...)
 		t = wire.AppendLSN(t, at.commitLSN)
@@ -288,8 +349,7 @@ func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unch
 	at.seq++
 	b = append(b, `,"snapshot":`...)
 	b = strconv.AppendBool(b, at.snapshot)
-	b = append(b, "}}"...)
-	return b
+	return append(b, "}}"...)
 }
 
 func appendRaw(b, v []byte) []byte {

@@ -2,6 +2,7 @@ package streamer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -154,6 +155,7 @@ type streamState struct {
 	spools   map[uint32]*spool // by top-level xid
 	inStream bool              // between stream start and stream stop
 	spooling *spool            // the spool of the open stream block
+	scratch  []byte            // for encoded records on their way to a spool
 }
 
 // closeSpools releases the spools of transactions that did not finish.
@@ -171,7 +173,7 @@ func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte)
 	typ := pglogrepl.MessageType(data[0])
 	if st.inStream {
 		// Inside a stream block every message belongs to the in-progress
-		// transaction: spool it as received, decode it at commit.
+		// transaction: spool it, emit it at commit.
 		switch typ {
 		case pglogrepl.MessageTypeStreamStop:
 			st.inStream = false
@@ -180,7 +182,7 @@ func (st *streamState) handle(ctx context.Context, walStart uint64, data []byte)
 			pglogrepl.MessageTypeBegin, pglogrepl.MessageTypeCommit:
 			return fmt.Errorf("pgoutput message %s at %s inside a stream block", typ, wire.FormatLSN(walStart))
 		}
-		return st.spooling.add(walStart, data)
+		return st.spoolStreamed(ctx, walStart, data)
 	}
 	if isRowMessage(data[0]) {
 		return st.row(ctx, walStart, data, false, nil)
@@ -229,7 +231,10 @@ func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCo
 	st.at = txnInfo{commitLSN: uint64(m.CommitLSN), xid: m.Xid, commitTime: m.CommitTime}
 	if sp := st.spools[m.Xid]; sp != nil {
 		delete(st.spools, m.Xid)
-		err := sp.replay(func(walStart uint64, data []byte) error {
+		err := sp.replay(func(kind byte, walStart uint64, data []byte) error {
+			if kind == spoolRecord {
+				return st.replayRecord(ctx, sp, walStart, data)
+			}
 			if isRowMessage(data[0]) {
 				return st.row(ctx, walStart, data, true, sp.aborted)
 			}
@@ -250,6 +255,119 @@ func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCo
 		}
 	}
 	return st.apply(ctx, uint64(m.CommitLSN), &pglogrepl.CommitMessage{CommitLSN: m.CommitLSN, TransactionEndLSN: m.TransactionEndLSN, CommitTime: m.CommitTime})
+}
+
+// spoolStreamed spools one message of a stream block. A row change of a
+// relation whose key and column types are certain (streamRelation) is
+// encoded now, while PostgreSQL still decodes the rest of the transaction,
+// so that its commit only adds the commit's fields; everything else is
+// spooled as received and decoded at commit, as is a row that fails to
+// decode or encode now (the commit reports it, or sends it to the
+// dead-letter topic, as for any transaction).
+func (st *streamState) spoolStreamed(ctx context.Context, walStart uint64, data []byte) error {
+	sp := st.spooling
+	switch {
+	case isRowMessage(data[0]) && len(data) >= 9: // type, xid, relation id, …
+		if r := sp.relation(binary.BigEndian.Uint32(data[5:9])); r != nil {
+			if m, err := st.dec.decode(data, true); err == nil {
+				at := txnInfo{lsn: walStart, headOnly: true}
+				if recs, err := st.enc.change(r, m.op, m.old, m.oldType, m.new, &at); err == nil {
+					for i, rec := range recs {
+						er := encodedRecord{xid: m.xid, version: uint32(sp.rels[r.id]), op: rec.op, tomb: rec.value == nil, key: rec.key, head: rec.value}
+						if i == 0 {
+							er.count = m.op
+						}
+						if st.scratch, err = sp.addRecord(walStart, er, st.scratch); err != nil {
+							return err
+						}
+					}
+					st.s.encodedEarly.Add(1)
+					return nil
+				}
+			}
+		}
+		st.s.encodedAtCommit.Add(1)
+	case data[0] == byte(pglogrepl.MessageTypeRelation):
+		st.streamRelation(ctx, data)
+	}
+	return sp.add(spoolMessage, walStart, data)
+}
+
+// streamRelation learns, for the streamed transaction alone, a relation
+// message of its stream block. Its rows may be encoded before the commit
+// only if the message has the same columns and replica identity as the
+// relation this transaction's rows are already encoded with, as the one
+// decant streams, or as the table's catalog now (the commit reads the
+// catalog too, later). A column, type or key changed inside the
+// transaction and not yet committed fails all three, and leaves the rows
+// to be decoded at commit.
+// (Types are loaded only for columns the committed catalog has: Types.Load
+// remembers an OID it cannot find.)
+func (st *streamState) streamRelation(ctx context.Context, data []byte) {
+	sp := st.spooling
+	msg, err := parseMessage(data, true)
+	if err != nil {
+		return // the commit reports it
+	}
+	m, ok := msg.(*pglogrepl.RelationMessageV2)
+	if !ok {
+		return
+	}
+	if r := sp.relation(m.RelationID); r != nil && r.sameShape(&m.RelationMessage) {
+		return // PostgreSQL sent it again (after an invalidation): nothing changed
+	}
+	if sp.rels == nil {
+		sp.rels = map[uint32]int{}
+	}
+	sp.rels[m.RelationID] = -1
+	var pk []string
+	if g := st.rels[m.RelationID]; g != nil && g.sameShape(&m.RelationMessage) {
+		for _, i := range g.key {
+			pk = append(pk, g.cols[i].Name)
+		}
+	} else {
+		cols, cpk, _, err := tableColumns(ctx, st.pool, m.RelationID)
+		if err != nil || !sameColumns(cols, m.Columns) || !identityIsKey(m.Columns, cpk) {
+			return
+		}
+		oids := make([]uint32, len(cols))
+		for i, c := range cols {
+			oids[i] = c.DataType
+		}
+		if err := st.s.types.Load(ctx, st.pool, oids...); err != nil {
+			return
+		}
+		pk = cpk
+	}
+	if r, err := newRelation(&m.RelationMessage, pk, st.s.cfg.TopicPrefix); err == nil {
+		sp.rels[m.RelationID] = len(sp.versions)
+		sp.versions = append(sp.versions, r)
+	}
+}
+
+// replayRecord produces, at its transaction's commit, one record encoded
+// while the transaction streamed.
+func (st *streamState) replayRecord(ctx context.Context, sp *spool, walStart uint64, data []byte) error {
+	er, err := parseEncodedRecord(data)
+	if err != nil {
+		return fmt.Errorf("spool of streamed transaction %d: record at %s: %w", sp.xid, wire.FormatLSN(walStart), err)
+	}
+	if sp.aborted[er.xid] {
+		return nil
+	}
+	if int(er.version) >= len(sp.versions) {
+		return fmt.Errorf("spool of streamed transaction %d: record at %s of unknown relation version %d", sp.xid, wire.FormatLSN(walStart), er.version)
+	}
+	r := sp.versions[er.version]
+	var value []byte
+	if !er.tomb {
+		value = st.enc.eventTail(er.head, &st.at)
+	}
+	st.s.produce(ctx, record{r.topic, er.key, value, er.op}, st.cur, st.at.commitLSN)
+	if er.count != "" {
+		r.counter(st.s.met, er.count).Inc()
+	}
+	return nil
 }
 
 // row decodes and encodes one row message; a change of a subtransaction

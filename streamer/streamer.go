@@ -36,6 +36,10 @@ type Streamer struct {
 
 	closeOnce sync.Once
 	produced  atomic.Uint64 // records handed to the producer, for sampling
+	// encodedEarly and encodedAtCommit count row changes of streamed
+	// transactions encoded before their commit and spooled as messages
+	// (spoolStreamed), for tests.
+	encodedEarly, encodedAtCommit atomic.Int64
 }
 
 // sessionParams are the session settings the value encoder assumes: the
@@ -61,7 +65,7 @@ func New(cfg Config) (*Streamer, error) {
 		kgo.MaxBufferedRecords(cfg.MaxInFlight),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // kafka.compression overrides it
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	}, cfg.Kafka...)
 	cl, err := kgo.NewClient(opts...)
@@ -160,6 +164,7 @@ func withParams(dsn string, replication bool) (*pgconn.Config, error) {
 	}
 	if replication {
 		cfg.RuntimeParams["replication"] = "database"
+		coalesceReads(cfg)
 	}
 	return cfg, nil
 }

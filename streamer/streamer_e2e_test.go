@@ -25,6 +25,7 @@ type env struct {
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan error
+	s      *Streamer // the last one started
 }
 
 func newEnv(t testing.TB, setupSQL string) *env {
@@ -48,6 +49,7 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
 	go func() { e.done <- s.Run(ctx); s.Close() }()

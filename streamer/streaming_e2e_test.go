@@ -18,6 +18,8 @@ import (
 // subtransaction rolled back to its savepoint and a whole aborted
 // transaction emit nothing, a small transaction committed meanwhile comes
 // first, and a column added inside the streamed transaction is in its rows.
+// Rows are encoded while they stream unless a column changed inside the
+// transaction.
 func TestStreamedInProgressTransactions(t *testing.T) {
 	e := newEnv(t, `CREATE TABLE s (id int PRIMARY KEY, v text, n int)`)
 	sep := "?"
@@ -57,6 +59,16 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 	exec(`SAVEPOINT b`)
 	exec(`UPDATE s SET n = 1 WHERE id <= 100`)
 	exec(`RELEASE b`)
+	// Rows that push the ones above out of PostgreSQL's memory; then wait
+	// for decant to spool them before the commit, so the column added above
+	// is not yet in the catalog when decant sees them.
+	exec(`INSERT INTO s SELECT g, 'keep ' || ` + pad + `, 0, 42 FROM generate_series(20001, 25000) g`)
+	for deadline := time.Now().Add(time.Minute); e.s.encodedAtCommit.Load() < 1100; {
+		if time.Now().After(deadline) {
+			t.Fatalf("decant spooled %d rows as messages, want the 1,100 after ADD COLUMN", e.s.encodedAtCommit.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	exec(`COMMIT`)
 	exec(`BEGIN`)
 	exec(`INSERT INTO s SELECT g, 'aborted big ' || ` + pad + `, 0 FROM generate_series(200001, 210000) g`)
@@ -64,7 +76,7 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 	e.pg.Exec(t, `INSERT INTO s VALUES (100002, 'after', 0, 1)`)
 	e.waitCaughtUp(2 * time.Minute)
 
-	recs := e.waitRecords(RawTopic(e.k.Prefix, "public", "s"), 5000+5000+1000+2+100)
+	recs := e.waitRecords(RawTopic(e.k.Prefix, "public", "s"), 5000+5000+1000+2+100+5000)
 	var bigCommit, smallCommit uint64
 	var bigXID uint32
 	var lastSeq int64 = -1
@@ -123,8 +135,8 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 			updated++
 		}
 	}
-	for id := 1; id <= 16000; id++ {
-		if inserted[id] != (id <= 5000 || id > 10000) {
+	for id := 1; id <= 25000; id++ {
+		if inserted[id] != (id <= 5000 || (id > 10000 && id <= 16000) || id > 20000) {
 			t.Fatalf("row %d: inserted = %v", id, inserted[id])
 		}
 	}
@@ -139,7 +151,17 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 	if spooled < 2 {
 		t.Fatalf("spooled transactions = %v, want ≥ 2 (PostgreSQL did not stream them in progress)", spooled)
 	}
-	t.Logf("%d records; %v transactions streamed in progress and spooled", len(recs), spooled)
+	// Rows are encoded as they stream while the relation's columns and key
+	// are those of the catalog: the 15,000 rows of the large transaction
+	// before its ADD COLUMN (5,000 of them rolled back, and skipped at
+	// commit), maybe some padding, and what PostgreSQL streamed of the
+	// aborted one before its abort. The 1,100 after the ADD COLUMN were
+	// spooled as messages (waited for above) and decoded at commit.
+	early := e.s.encodedEarly.Load()
+	if early < 15000 {
+		t.Fatalf("%d rows encoded before their commit, want ≥ 15,000", early)
+	}
+	t.Logf("%d records; %v transactions streamed in progress and spooled; %d rows encoded before commit", len(recs), spooled, early)
 }
 
 // gatherCounter reads one counter (summed over labels) from reg.

@@ -58,6 +58,16 @@ func tlsConfig(key string, c config.TLS) (*tls.Config, error) {
 // kafkaOpts turns the kafka section into franz-go connection options.
 func kafkaOpts(cfg *config.Config) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...)}
+	switch cfg.Kafka.Compression {
+	case "lz4":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()))
+	case "snappy":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()))
+	case "zstd":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()))
+	case "gzip":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression(), kgo.NoCompression()))
+	}
 	tc, err := tlsConfig("kafka", cfg.Kafka.TLS)
 	if err != nil {
 		return nil, err

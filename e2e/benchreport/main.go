@@ -100,11 +100,16 @@ type stage struct {
 }
 
 func ratioRow(stageName, workload, unit, ceilingName, decantKey, ceilingKey string) func(line) []row {
+	return ratioRowKey(stageName, workload, unit, ceilingName, decantKey, ceilingKey, "ratio")
+}
+
+// ratioRowKey is ratioRow with the line's ratio under ratioKey.
+func ratioRowKey(stageName, workload, unit, ceilingName, decantKey, ceilingKey, ratioKey string) func(line) []row {
 	return func(l line) []row {
 		r := row{Stage: stageName, Workload: workload, Decant: l.Values[decantKey], Unit: unit, CeilingName: ceilingName}
 		if c, ok := l.Values[ceilingKey]; ok {
 			r.Ceiling = &c
-			if ratio, ok := l.Values["ratio"]; ok {
+			if ratio, ok := l.Values[ratioKey]; ok {
 				r.Ratio = &ratio
 			} else if c > 0 {
 				ratio := r.Decant / c
@@ -128,9 +133,25 @@ func count(l line) string {
 	return "?"
 }
 
+// streamRows are the two rows of a stream benchmark: against
+// pg_recvlogical with decant's options (PostgreSQL's decoding alone, which
+// sends a large transaction before it commits) and with pgoutput's
+// defaults (the committed transactions).
+func streamRows(workload string) func(line) []row {
+	on := ratioRowKey("stream", workload, "rows/s", "pg_recvlogical to /dev/null, streaming on", "decant", "pg_recvlogical", "ratio")
+	off := ratioRowKey("stream", workload, "rows/s", "pg_recvlogical to /dev/null, committed (protocol 1)", "decant", "pg_recvlogical_committed", "ratio_committed")
+	return func(l line) []row {
+		rows := on(l)
+		if _, ok := l.Values["pg_recvlogical_committed"]; ok {
+			rows = append(rows, off(l)...)
+		}
+		return rows
+	}
+}
+
 var stages = []stage{
-	{"stream one large transaction", "stream", ratioRow("stream", "1 transaction of %s rows", "rows/s", "pg_recvlogical to /dev/null", "decant", "pg_recvlogical")},
-	{"stream small transactions", "stream", ratioRow("stream", "%s rows in transactions of 10", "rows/s", "pg_recvlogical to /dev/null", "decant", "pg_recvlogical")},
+	{"stream one large transaction", "stream", streamRows("1 transaction of %s rows")},
+	{"stream small transactions", "stream", streamRows("%s rows in transactions of 10")},
 	{"build", "build", ratioRow("build", "%s aggregates", "docs/s", "COPY (build SQL) TO STDOUT", "decant", "copy")},
 	{"index", "elasticsearch sink", ratioRow("elasticsearch sink", "%s documents", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
 	{"backfill", "backfill end to end", ratioRow("backfill end to end", "%s aggregates", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
