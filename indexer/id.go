@@ -52,6 +52,14 @@ func DocumentID(id json.RawMessage) (string, error) {
 
 // idValues returns the compacted member values of a JSON object, in order.
 func idValues(id json.RawMessage) ([]json.RawMessage, error) {
+	if v, ok := simpleID(id); ok {
+		return []json.RawMessage{v}, nil
+	}
+	return idValuesJSON(id)
+}
+
+// idValuesJSON is idValues with encoding/json, for any valid id.
+func idValuesJSON(id json.RawMessage) ([]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(id))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -83,4 +91,45 @@ func idValues(id json.RawMessage) ([]json.RawMessage, error) {
 		return nil, errors.New("aggregate id {}: an id needs at least one column")
 	}
 	return vals, nil
+}
+
+// simpleID is idValues' fast path for the ids the build stage writes, a
+// compact object of one column whose value is a number or a string
+// without escapes: {"id":7}, {"sku":"A-1"}. Anything else (ok false) takes
+// the general path.
+func simpleID(id []byte) (json.RawMessage, bool) {
+	if len(id) < 6 || id[0] != '{' || id[1] != '"' || id[len(id)-1] != '}' {
+		return nil, false
+	}
+	i := 2
+	for i < len(id) && id[i] != '"' {
+		if id[i] == '\\' || id[i] < 0x20 {
+			return nil, false
+		}
+		i++
+	}
+	if i+2 >= len(id) || id[i+1] != ':' {
+		return nil, false
+	}
+	v := id[i+2 : len(id)-1]
+	switch {
+	case len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"':
+		for _, c := range v[1 : len(v)-1] {
+			if c == '"' || c == '\\' || c < 0x20 {
+				return nil, false
+			}
+		}
+	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+		for _, c := range v {
+			if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+				return nil, false
+			}
+		}
+		if !json.Valid(v) {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	return v, true
 }

@@ -44,6 +44,29 @@ func TestDocumentID(t *testing.T) {
 	}
 }
 
+// TestSimpleIDMatchesJSON: the fast path of idValues accepts only ids the
+// general one reads the same.
+func TestSimpleIDMatchesJSON(t *testing.T) {
+	for _, id := range []string{
+		`{"id":7}`, `{"id":-7}`, `{"id":1.50}`, `{"id":1e5}`, `{"id":-0}`, `{"id":12345678901234567890}`,
+		`{"id":"abc"}`, `{"id":"é ü"}`, `{"id":""}`, `{"id":"a\"b"}`, `{"id":"a\u0041"}`, `{"i\"d":1}`,
+		`{"id":01}`, `{"id":1-}`, `{"id":1.}`, `{"id":--1}`, `{"id":1e}`, `{"id":"x"}x}`, `{"id":"x","y":1}`,
+		`{"id":7,"x":"}`, `{"id":true}`, `{"id":null}`, `{"id": 7}`, `{"id":7 }`, `{"":7}`, `{"id":"a` + "\t" + `"}`,
+	} {
+		fast, ok := simpleID([]byte(id))
+		slow, err := idValuesJSON(json.RawMessage(id))
+		if !ok {
+			continue
+		}
+		if err != nil || len(slow) != 1 || string(slow[0]) != string(fast) {
+			t.Errorf("%s: fast path %s, general path %q, %v", id, fast, slow, err)
+		}
+	}
+	if _, ok := simpleID([]byte(`{"id":7}`)); !ok {
+		t.Error(`{"id":7} should take the fast path`)
+	}
+}
+
 // TestEnvelopeGolden pins the aggregate topic value (PRODUCT.md §5).
 func TestEnvelopeGolden(t *testing.T) {
 	docs := []wire.Document{

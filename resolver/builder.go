@@ -89,7 +89,9 @@ func (b *Builder) session(ctx context.Context) error {
 	var refs, docs int64
 	lastLog := time.Now()
 	for {
-		fs := cl.PollRecords(ctx, b.cfg.BatchSize*b.cfg.Workers)
+		// Twice what the workers build at once, so that they do not all
+		// build, then all write, in step (see handle).
+		fs := cl.PollRecords(ctx, 2*b.cfg.BatchSize*b.cfg.Workers)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -150,22 +152,24 @@ func (c *coalesced) add(key []byte, ref wire.Ref) {
 	}
 }
 
-// xidsOf returns the distinct xids of keys.
-func (c *coalesced) xidsOf(keys [][]byte) []uint32 {
-	var out []uint32
-	for _, k := range keys {
-		for _, x := range c.xids[string(k)] {
-			if !slices.Contains(out, x) {
-				out = append(out, x)
-			}
+// appendXids appends to out the xids of key's refs that out lacks.
+func (c *coalesced) appendXids(out []uint32, key []byte) []uint32 {
+	for _, x := range c.xids[string(key)] {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
 		}
 	}
 	return out
 }
 
-// handle builds one polled batch: partitions concurrently (at most
-// Workers), each partition's ids in order, chunk after chunk. It returns
-// the number of documents written once the sink accepted all of them.
+// handle builds one polled batch. Refs of a key all land on one partition,
+// so once each partition's refs are coalesced every key of the batch is
+// distinct: the batch is cut into chunks of at most BatchSize keys of one
+// aggregate, and Workers build and write them in any order, keeping
+// PostgreSQL and the sinks busy until the last chunk (a partition with more
+// refs than the others does not hold the batch up alone). It returns the
+// number of documents written once the sink accepted all of them: only then
+// may the batch's offsets be committed.
 func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error) {
 	type tp struct {
 		topic string
@@ -192,56 +196,121 @@ func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error)
 		}
 		w.keys.add(r.Key, ref)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		n     int64
-		sem   = make(chan struct{}, b.cfg.Workers)
-	)
+	// Chunks of one aggregate, filled across its partitions.
+	var chunks []chunk
+	byAgg := map[*mappings.Aggregate]int{} // → index of its last, unfilled chunk
 	for _, k := range order {
 		w := byPart[k]
-		wg.Add(1)
-		sem <- struct{}{}
+		for _, key := range w.keys.keys {
+			i, ok := byAgg[w.agg]
+			if !ok || len(chunks[i].keys) == b.cfg.BatchSize {
+				i = len(chunks)
+				chunks = append(chunks, chunk{agg: w.agg})
+				byAgg[w.agg] = i
+			}
+			c := &chunks[i]
+			c.keys = append(c.keys, key)
+			c.xids = w.keys.appendXids(c.xids, key)
+		}
+	}
+	var (
+		builders, writers sync.WaitGroup
+		mu                sync.Mutex
+		first             error
+		n                 int64
+		next              = make(chan chunk)
+		writing           = make(chan struct{}, b.cfg.Workers)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+		}
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	}
+	// Workers build chunks; each hands its documents to a writer and builds
+	// the next chunk while they are written, so PostgreSQL and the sinks
+	// work at the same time. At most Workers writes are in flight.
+	for range min(b.cfg.Workers, len(chunks)) {
+		builders.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			written, err := b.buildPartition(ctx, w)
-			mu.Lock()
-			defer mu.Unlock()
-			n += written
-			if err != nil && first == nil {
-				first = err
+			defer builders.Done()
+			for c := range next {
+				if failed() {
+					continue
+				}
+				docs, err := b.buildChunk(ctx, c)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				writing <- struct{}{}
+				writers.Add(1)
+				go func() {
+					defer func() { <-writing; writers.Done() }()
+					if err := b.writeChunk(ctx, c.agg, docs); err != nil {
+						fail(err)
+						return
+					}
+					mu.Lock()
+					n += int64(len(docs))
+					mu.Unlock()
+				}()
 			}
 		}()
 	}
-	wg.Wait()
+	for _, c := range chunks {
+		if failed() {
+			break
+		}
+		next <- c
+	}
+	close(next)
+	builders.Wait()
+	writers.Wait()
 	return n, first
 }
 
-func (b *Builder) buildPartition(ctx context.Context, w *work) (int64, error) {
-	var n int64
-	for chunk := range slices.Chunk(w.keys.keys, b.cfg.BatchSize) {
-		started := time.Now()
-		docs, err := build(ctx, b.db, w.agg, chunk, w.keys.xidsOf(chunk), b.cfg.VisibilityTimeout, b.log)
-		if err != nil {
-			return n, err
-		}
-		b.met.statements.Observe(time.Since(started).Seconds())
-		started = time.Now()
-		if err := b.sink.Write(ctx, docs); err != nil {
-			return n, fmt.Errorf("aggregate %s: sink: %w", w.agg.Name, err)
-		}
-		b.met.writes.Observe(time.Since(started).Seconds())
-		for _, d := range docs {
-			if d.Deleted {
-				b.met.docs.WithLabelValues(w.agg.Name, "deleted").Inc()
-			} else {
-				b.met.docs.WithLabelValues(w.agg.Name, "built").Inc()
-			}
-		}
-		n += int64(len(docs))
+// chunk is at most BatchSize distinct keys of one aggregate, built by one
+// statement, with the xids of their refs.
+type chunk struct {
+	agg  *mappings.Aggregate
+	keys [][]byte
+	xids []uint32
+}
+
+// buildChunk builds the documents of one chunk.
+func (b *Builder) buildChunk(ctx context.Context, c chunk) ([]wire.Document, error) {
+	started := time.Now()
+	docs, err := build(ctx, b.db, c.agg, c.keys, c.xids, b.cfg.VisibilityTimeout, b.log)
+	if err != nil {
+		return nil, err
 	}
-	return n, nil
+	b.met.statements.Observe(time.Since(started).Seconds())
+	return docs, nil
+}
+
+// writeChunk hands the documents of one chunk to the sink.
+func (b *Builder) writeChunk(ctx context.Context, agg *mappings.Aggregate, docs []wire.Document) error {
+	started := time.Now()
+	if err := b.sink.Write(ctx, docs); err != nil {
+		return fmt.Errorf("aggregate %s: sink: %w", agg.Name, err)
+	}
+	b.met.writes.Observe(time.Since(started).Seconds())
+	deleted := 0
+	for _, d := range docs {
+		if d.Deleted {
+			deleted++
+		}
+	}
+	b.met.docs.WithLabelValues(agg.Name, "deleted").Add(float64(deleted))
+	b.met.docs.WithLabelValues(agg.Name, "built").Add(float64(len(docs) - deleted))
+	return nil
 }
 
 // parseKey returns the id values of an aggregate key ({"id":7}) in id order.

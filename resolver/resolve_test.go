@@ -274,10 +274,14 @@ func TestCoalescedBuildKeys(t *testing.T) {
 	if want := []string{`{"id":2}`, `{"id":1}`, `{"id":3}`}; !slices.Equal(keys, want) {
 		t.Errorf("keys = %v, want %v", keys, want)
 	}
-	if got := c.xidsOf(c.keys); !slices.Equal(got, []uint32{5, 6}) {
+	var got []uint32
+	for _, k := range c.keys {
+		got = c.appendXids(got, k)
+	}
+	if !slices.Equal(got, []uint32{5, 6}) {
 		t.Errorf("xids = %v, want [5 6]", got)
 	}
-	if got := c.xidsOf(c.keys[2:]); len(got) != 0 {
+	if got := c.appendXids(nil, c.keys[2]); len(got) != 0 {
 		t.Errorf("backfill refs carry no xid, got %v", got)
 	}
 }
