@@ -54,6 +54,10 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 		}
 	}()
 
+	// A long replay of a streamed transaction reads nothing from the
+	// server; status updates keep the walsender from timing it out
+	// (wal_sender_timeout counts from the last reply).
+	st.keepalive = func() error { return report(ctx) }
 	nextStatus := time.Now().Add(s.cfg.StatusInterval)
 	// Reads use a plain read deadline on the socket, not a context: pgconn
 	// watches a cancellable context with a goroutine per call, which costs
@@ -156,6 +160,8 @@ type streamState struct {
 	inStream bool              // between stream start and stream stop
 	spooling *spool            // the spool of the open stream block
 	scratch  []byte            // for encoded records on their way to a spool
+	// keepalive sends a status update; see commitStreamed.
+	keepalive func() error
 }
 
 // closeSpools releases the spools of transactions that did not finish.
@@ -231,7 +237,14 @@ func (st *streamState) commitStreamed(ctx context.Context, m *pglogrepl.StreamCo
 	st.at = txnInfo{commitLSN: uint64(m.CommitLSN), xid: m.Xid, commitTime: m.CommitTime}
 	if sp := st.spools[m.Xid]; sp != nil {
 		delete(st.spools, m.Xid)
+		nextStatus, i := time.Now().Add(st.s.cfg.StatusInterval), 0
 		err := sp.replay(func(kind byte, walStart uint64, data []byte) error {
+			if i++; i%4096 == 0 && st.keepalive != nil && time.Now().After(nextStatus) {
+				if err := st.keepalive(); err != nil {
+					return err
+				}
+				nextStatus = time.Now().Add(st.s.cfg.StatusInterval)
+			}
 			if kind == spoolRecord {
 				return st.replayRecord(ctx, sp, walStart, data)
 			}

@@ -3,6 +3,7 @@ package streamer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +184,40 @@ func gatherCounter(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
+}
+
+// TestLongReplayKeepsTheConnection: replaying a streamed transaction reads
+// nothing from the server, and with Kafka slow to acknowledge it can take
+// longer than wal_sender_timeout. Status updates sent during the replay
+// keep the walsender from dropping the connection; without them the
+// transaction would be sent again and replayed again, forever.
+func TestLongReplayKeepsTheConnection(t *testing.T) {
+	e := newEnv(t, `CREATE TABLE r (id int PRIMARY KEY, v text)`)
+	sep := "?"
+	if strings.Contains(e.cfg.DSN, "?") {
+		sep = "&"
+	}
+	e.cfg.DSN += sep + "options=-c%20logical_decoding_work_mem%3D64kB%20-c%20wal_sender_timeout%3D1s"
+	e.cfg.MaxInFlight = 20 // each few records wait for an acknowledgement
+	reg := prometheus.NewRegistry()
+	e.cfg.Registerer = reg
+	e.start()
+	e.waitSnapshotMarker()
+	const rows = 60000
+	e.pg.Exec(t, fmt.Sprintf(`INSERT INTO r SELECT g, repeat('x', 50) FROM generate_series(1, %d) g`, rows))
+	started := time.Now()
+	e.waitCaughtUp(2 * time.Minute)
+	took := time.Since(started)
+	if spooled := gatherCounter(t, reg, "decant_streamer_spooled_transactions_total"); spooled < 1 {
+		t.Fatalf("the transaction was not streamed in progress (spooled %v)", spooled)
+	}
+	// Exactly once: a dropped connection would have replayed it again.
+	recs := e.fetch(RawTopic(e.k.Prefix, "public", "r"), false)
+	if len(recs) != rows {
+		t.Fatalf("%d records, want %d (the transaction was replayed more than once)", len(recs), rows)
+	}
+	if took < 2*time.Second {
+		t.Logf("the replay took %s, under twice wal_sender_timeout: this run proves little", took)
+	}
+	t.Logf("%d rows replayed in %s with wal_sender_timeout=1s", rows, took)
 }
