@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +108,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	}
 	// Each figure is the median of its rounds: one slow round (a
 	// checkpoint, a burst of other work) does not move it.
-	built, drained := benchMedian(builtTimes), benchMedian(drainedTimes)
+	built, drained := e2etest.Median(builtTimes), e2etest.Median(drainedTimes)
 	mean := float64(n*rounds) / float64(statements)
 	rounds = 1 // the rates below are of the median round
 	total := float64(n * rounds)
@@ -317,17 +316,6 @@ func benchModel(tb testing.TB, pg *e2etest.PG, mapping string) *mappings.Model {
 }
 
 // benchEnvInt reads a positive integer from the environment.
-// benchMedian is the middle of ds (the mean of the two middle ones for an
-// even count).
-func benchMedian(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func benchEnvInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v

@@ -139,7 +139,7 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 			sink()
 		}
 	}
-	sinkTime, directTime := benchMedian(sinkTimes), benchMedian(directTimes)
+	sinkTime, directTime := e2etest.Median(sinkTimes), e2etest.Median(directTimes)
 	rounds = 1 // the rates below are of the median round
 	sinkRate := float64(n*rounds) / sinkTime.Seconds()
 	directRate := float64(n*rounds) / directTime.Seconds()

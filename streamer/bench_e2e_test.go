@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/decant-cdc/decant/e2e/e2etest"
 )
 
 // BenchmarkStreamVsRecvlogical is the streamer benchmark (make
@@ -114,7 +115,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 					took[k] = append(took[k], d)
 				}
 			}
-			rate := func(k string) float64 { return float64(rows) / median(took[k]).Seconds() }
+			rate := func(k string) float64 { return float64(rows) / e2etest.Median(took[k]).Seconds() }
 			on, off, ours := rate("on"), rate("off"), rate("decant")
 			cpuPer1k := cpu * 1000 / float64(rows*rounds)
 			t.ReportMetric(ours/on, "ratio")
@@ -138,17 +139,6 @@ func (e *env) dropSlot(name string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	e.t.Fatalf("drop slot %s: %v", name, err)
-}
-
-// median is the middle of ds (the mean of the two middle ones for an even
-// count).
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // runs lists every timed drain, for the log.
