@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -117,6 +118,7 @@ func BenchmarkBackfill(b *testing.B) {
 	rounds := 0
 	for b.Loop() {
 		rounds++
+		resWaitESQuiet(b, es)
 		start := time.Now()
 		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
 		if err != nil {
@@ -129,6 +131,7 @@ func BenchmarkBackfill(b *testing.B) {
 		if bf.Count != int64(n) {
 			b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)
 		}
+		resWaitESQuiet(b, es)
 		d, err := resBenchDirect(ctx, pool, es, agg, direct.Alias, n)
 		if err != nil {
 			b.Fatal(err)
@@ -198,6 +201,39 @@ func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEn
 		took += time.Since(start)
 	}
 	return took, nil
+}
+
+// resWaitESQuiet flushes Elasticsearch and waits until no merge runs, so
+// that neither timed load pays for the background work the one before it
+// left (merging a million freshly indexed documents takes minutes).
+func resWaitESQuiet(tb testing.TB, es *e2etest.ESEnv) {
+	tb.Helper()
+	ctx := e2etest.Ctx(tb)
+	res, err := esapi.IndicesFlushRequest{}.Do(ctx, es.Client)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res.Body.Close()
+	e2etest.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
+		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Client)
+		if err != nil {
+			return false, err
+		}
+		defer res.Body.Close()
+		var st struct {
+			All struct {
+				Total struct {
+					Merges struct {
+						Current int `json:"current"`
+					} `json:"merges"`
+				} `json:"total"`
+			} `json:"_all"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+			return false, err
+		}
+		return st.All.Total.Merges.Current == 0, fmt.Errorf("%d merges running", st.All.Total.Merges.Current)
+	})
 }
 
 // resWaitGroupStable waits until group is stable with at least one member.

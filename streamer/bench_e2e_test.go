@@ -122,7 +122,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			t.ReportMetric(ours/off, "ratio-committed")
 			t.ReportMetric(ours, "rows/s")
 			t.ReportMetric(cpuPer1k, "cpu-s/1k-rows")
-			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB runs: %s\n",
+			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB %s\n",
 				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, vmHWM(t, os.Getpid())>>20, runs(took, kinds))
 		})
 	}
@@ -149,7 +149,7 @@ func runs(took map[string][]time.Duration, kinds []string) string {
 		for _, d := range took[k] {
 			ss = append(ss, fmt.Sprintf("%.2fs", d.Seconds()))
 		}
-		parts = append(parts, k+"="+strings.Join(ss, ","))
+		parts = append(parts, "runs_"+k+"="+strings.Join(ss, ","))
 	}
 	return strings.Join(parts, " ")
 }
