@@ -100,6 +100,7 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 	defer s.Close()
 	var sinkTimes, directTimes []time.Duration
 	sink := func() {
+		resWaitESQuiet(b, es)
 		start := time.Now()
 		var g errgroup.Group
 		for w := range writers { // build workers, each owning some refs partitions
@@ -118,6 +119,7 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 		sinkTimes = append(sinkTimes, time.Since(start))
 	}
 	load := func() {
+		resWaitESQuiet(b, es)
 		start := time.Now()
 		if err := idxDirectBulkLoad(ctx, es, direct, docs); err != nil {
 			b.Fatal(err)
@@ -125,7 +127,8 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 		directTimes = append(directTimes, time.Since(start))
 	}
 	// Each round writes new versions of every document; which side goes
-	// first alternates, and each figure is the median of its rounds.
+	// first alternates, each starts with Elasticsearch flushed and done
+	// merging, and each figure is the median of its rounds.
 	rounds := 0
 	for ; b.Loop(); rounds++ {
 		for j := range docs {
