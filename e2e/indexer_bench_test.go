@@ -23,7 +23,10 @@ import (
 // esutil.BulkIndexer — no versions, no dead-letter handling, as a plain
 // loader would. It returns when every document is acknowledged.
 func idxDirectBulkLoad(ctx context.Context, es *e2etest.ESEnv, index string, docs []wire.Document) error {
-	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: 5 << 20})
+	// As many requests in flight as the build stage's 4 workers have
+	// (esutil's default is one per CPU): with fewer, Elasticsearch waited
+	// between requests and decant's sink was faster than its "ceiling".
+	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: 5 << 20, NumWorkers: 4})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 // bench-stream). It measures one fixed backlog per shape, whatever b.N.
 // Slots are created at one WAL position, then a backlog is written (one
 // large transaction of N rows, or N/10 transactions of 10 rows) and drained
-// DECANT_BENCH_STREAM_ROUNDS times (default 3) by each of:
+// DECANT_BENCH_STREAM_ROUNDS times (default 5) by each of:
 //   - pg_recvlogical to /dev/null with decant's plugin options (protocol 2,
 //     streaming on): PostgreSQL's decoding alone, which sends a large
 //     transaction before it commits;
@@ -31,7 +31,7 @@ import (
 // backlog cold or meets a cold broker. Autovacuum is off for the table and a checkpoint precedes
 // the drains, so neither lands inside one of them.
 func BenchmarkStreamVsRecvlogical(b *testing.B) {
-	rows, rounds := 1000000, 3
+	rows, rounds := 1000000, 5
 	if v := os.Getenv("DECANT_BENCH_ROWS"); v != "" {
 		fmt.Sscan(v, &rows)
 	}
