@@ -35,7 +35,8 @@ type Mapper struct {
 	met     *mapMetrics
 	planner *planner
 	aggs    []*mappings.Aggregate
-	topics  []string // raw topics consumed
+	topics  []string                      // raw topics consumed
+	tables  map[string]mappings.TableName // raw topic → its table
 
 	closeOnce sync.Once
 }
@@ -63,12 +64,15 @@ func NewMapper(cfg Config, model *mappings.Model, db *pgxpool.Pool) (*Mapper, er
 		}
 	}
 	var topics []string
+	byTopic := map[string]mappings.TableName{}
 	for t := range tables {
-		topics = append(topics, rawTopic(cfg.TopicPrefix, t))
+		topic := rawTopic(cfg.TopicPrefix, t)
+		topics = append(topics, topic)
+		byTopic[topic] = t
 	}
 	slices.Sort(topics)
 	return &Mapper{
-		cfg: cfg, model: model, db: db, aggs: aggs, topics: topics,
+		cfg: cfg, model: model, db: db, aggs: aggs, topics: topics, tables: byTopic,
 		log:     cfg.Logger.With("stage", "map", "group", cfg.Group+".map"),
 		met:     newMapMetrics(cfg.Registerer),
 		planner: &planner{model: model, want: func(a string) bool { return want[a] }},
@@ -176,9 +180,19 @@ func fetchErr(fs kgo.Fetches) error {
 // acknowledged every one of them, with their number.
 func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (int64, error) {
 	changes := make([]*wire.Change, 0, len(recs))
+	skipped := 0
 	for _, r := range recs {
 		if r.Value == nil {
 			continue // tombstone after a delete
+		}
+		if table, ok := m.tables[r.Topic]; ok && m.snapshotPlanned(table, r) {
+			// A row of an initial snapshot whose aggregates are already
+			// being rebuilt whole: nothing to resolve, so nothing to
+			// decode (decoding 1.3 M snapshot rows was half the CPU of
+			// an initial load).
+			skipped++
+			m.met.changes.WithLabelValues(table.String()).Inc()
+			continue
 		}
 		ch := new(wire.Change)
 		if err := json.Unmarshal(r.Value, ch); err != nil {
@@ -193,7 +207,7 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 	if err != nil {
 		return 0, err
 	}
-	m.met.skipped.Add(float64(p.skipped))
+	m.met.skipped.Add(float64(p.skipped + skipped))
 	out := &refWriter{cl: cl, prefix: m.cfg.TopicPrefix, seen: map[string]struct{}{}, met: m.met}
 	m.deadLetterNoBefore(ctx, cl, p.noBefore, &out.acks)
 	for _, kr := range p.direct.refs {
@@ -213,6 +227,25 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 		return 0, err
 	}
 	return out.n, nil
+}
+
+// snapshotPlanned says, from the record's headers alone, whether r is a
+// row of an initial snapshot whose every aggregate the planner already
+// rebuilds whole for that snapshot (see planner.snapshots).
+func (m *Mapper) snapshotPlanned(table mappings.TableName, r *kgo.Record) bool {
+	var op, lsn []byte
+	for _, h := range r.Headers {
+		switch h.Key {
+		case wire.HeaderOp:
+			op = h.Value
+		case wire.HeaderLSN:
+			lsn = h.Value
+		}
+	}
+	if string(op) != string(wire.OpRead) || len(lsn) == 0 {
+		return false
+	}
+	return m.planner.snapshotPlanned(table, string(lsn))
 }
 
 // resolveInDB runs the batch's lookups and truncation rebuilds in one

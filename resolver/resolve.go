@@ -253,6 +253,22 @@ type planner struct {
 	snapshots map[string]bool
 }
 
+// snapshotPlanned says whether the rebuild of every wanted aggregate that
+// uses table was already planned for the initial snapshot whose rows carry
+// commit LSN lsn: another row of that snapshot resolves to nothing.
+func (p *planner) snapshotPlanned(table mappings.TableName, lsn string) bool {
+	routes := p.model.RoutesFor(table)
+	if len(routes) == 0 {
+		return false
+	}
+	for _, r := range routes {
+		if p.want(r.Aggregate) && !p.snapshots[r.Aggregate+"@"+lsn] {
+			return false
+		}
+	}
+	return true
+}
+
 // plan resolves one batch of changes.
 func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 	out := &plan{direct: newRefSet()}

@@ -365,6 +365,13 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 		t.Fatalf("first batch of snapshot rows: want one full rebuild per aggregate and no per-row refs, got %v", describe(first))
 	}
 	n := len(first.truncated)
+	orders := mappings.TableName{Schema: "public", Name: "orders"}
+	if !p.snapshotPlanned(orders, "0/10") {
+		t.Error("snapshotPlanned(orders, 0/10) = false after its rebuild was planned: every later row would be decoded")
+	}
+	if p.snapshotPlanned(orders, "0/20") {
+		t.Error("snapshotPlanned(orders, 0/20) = true: a new snapshot's first row would be skipped and its documents never rebuilt")
+	}
 	again, err := p.plan([]*wire.Change{row(3, "0/10")})
 	if err != nil {
 		t.Fatal(err)
