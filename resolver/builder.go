@@ -89,9 +89,14 @@ func (b *Builder) session(ctx context.Context) error {
 	var refs, docs int64
 	lastLog := time.Now()
 	for {
-		// Twice what the workers build at once, so that they do not all
-		// build, then all write, in step (see handle).
-		fs := cl.PollRecords(ctx, 2*b.cfg.BatchSize*b.cfg.Workers)
+		// Up to pollChunks chunks per worker: the workers then do not all
+		// build, then all write, in step (see handle), and under a backlog
+		// the batch's fixed costs — the wait for its last write, the
+		// offset commit, the next poll — are paid once per 8 chunks a
+		// worker instead of once per 2 (the build stage kept Elasticsearch
+		// busy a quarter less than a direct bulk load). Memory stays
+		// bounded by the batch: 16,000 ids and their documents by default.
+		fs := cl.PollRecords(ctx, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -122,6 +127,10 @@ func (b *Builder) session(ctx context.Context) error {
 		}
 	}
 }
+
+// pollChunks is how many chunks of BatchSize ids per worker one poll of
+// the build stage takes at most.
+const pollChunks = 8
 
 // work is the coalesced refs of one partition of one polled batch.
 type work struct {

@@ -10,7 +10,7 @@
 //
 // # Map
 //
-// For each polled batch of raw changes (at most BatchSize), and for each
+// For each polled batch of raw changes (at most 8 × BatchSize), and for each
 // route of the changed table (mappings.Model.RoutesFor), the Mapper feeds
 // the From columns of the before and the after image to the route: a
 // direct route gives aggregate ids at once, a lookup route collects the
@@ -41,7 +41,8 @@
 //
 // # Build
 //
-// For each polled batch of refs, the Builder coalesces keys per partition,
+// For each polled batch of refs (at most 8 × BatchSize × Workers), the
+// Builder coalesces keys per partition,
 // then for each chunk of at most BatchSize ids: reads pg_current_wal_lsn()
 // (the version), begins a REPEATABLE READ READ ONLY transaction, checks
 // that the transactions named by the refs are visible in its snapshot
