@@ -88,7 +88,10 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 		return func(recs []*kgo.Record) bool { return pick(recs, ok) != nil }
 	}
 	update := func(m map[string]any) bool { return m["op"] == "u" }
-	built := func(m map[string]any) bool { d, _ := m["doc"].(map[string]any); return d != nil && d["name"] == "Ada Byron" }
+	built := func(m map[string]any) bool {
+		d, _ := m["doc"].(map[string]any)
+		return d != nil && d["name"] == "Ada Byron"
+	}
 	dlq := func(stage, sink string) func(map[string]any) bool {
 		return func(m map[string]any) bool { return m["stage"] == stage && (sink == "" || m["sink"] == sink) }
 	}
