@@ -170,7 +170,7 @@ func TestESSinkDeadLetters(t *testing.T) {
 			t.Errorf("document %s indexed = %v, want %v", id, found, want)
 		}
 	}
-	recs := idxConsume(t, k, k.Prefix+".dlq", 2)
+	recs := idxConsume(t, k, wire.DLQTopic(k.Prefix), 2)
 	reasons := map[string]string{}
 	for _, r := range recs {
 		var l struct {

@@ -78,7 +78,7 @@ func TestKafkaSinkEnvelopeAndTombstone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := k.Prefix + ".agg.customer"
+	topic := wire.AggTopic(k.Prefix, "customer")
 	recs := idxConsume(t, k, topic, 3)
 	want := []struct{ key, value string }{
 		{`{"id":7}`, `{"aggregate":"customer","id":{"id":7},"version":23803720,"lsn":"0/16B3748","deleted":false,"doc":{"id":7,"name":"Ann","orders":[{"id":1,"total":19.90}]}}`},
@@ -147,7 +147,7 @@ func TestKafkaSinkVersionsNeverDecrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := writers * keysPerWriter * rounds
-	recs := idxConsume(t, k, k.Prefix+".agg.item", n)
+	recs := idxConsume(t, k, wire.AggTopic(k.Prefix, "item"), n)
 	last := map[string]uint64{}
 	for _, r := range recs {
 		var d wire.Document
@@ -177,11 +177,11 @@ func TestKafkaSinkTooLargeGoesToDLQ(t *testing.T) {
 	if err := s.Write(ctx, []wire.Document{idxDoc("blob", `{"id":1}`, 10, big), idxDoc("blob", `{"id":2}`, 10, `{"ok":true}`)}); err != nil {
 		t.Fatal(err)
 	}
-	recs := idxConsume(t, k, k.Prefix+".agg.blob", 1)
+	recs := idxConsume(t, k, wire.AggTopic(k.Prefix, "blob"), 1)
 	if string(recs[0].Key) != `{"id":2}` {
 		t.Errorf("aggregate topic holds %s, want only id 2", recs[0].Key)
 	}
-	dlq := idxConsume(t, k, k.Prefix+".dlq", 1)
+	dlq := idxConsume(t, k, wire.DLQTopic(k.Prefix), 1)
 	var l map[string]any
 	if err := json.Unmarshal(dlq[0].Value, &l); err != nil {
 		t.Fatal(err)

@@ -202,10 +202,10 @@ func (e *resEnv) startBuilder(name string) {
 // topics returns the raw topics and refs topics of the model.
 func (e *resEnv) topics() (raw, refs []string) {
 	for _, tn := range e.model.Tables() {
-		raw = append(raw, streamer.RawTopic(e.k.Prefix, tn.Schema, tn.Name))
+		raw = append(raw, wire.RawTopic(e.k.Prefix, tn.Schema, tn.Name))
 	}
 	for _, a := range e.model.Aggregates {
-		refs = append(refs, resolver.RefsTopic(e.k.Prefix, a.Name))
+		refs = append(refs, wire.RefsTopic(e.k.Prefix, a.Name))
 	}
 	return raw, refs
 }
@@ -304,7 +304,7 @@ func (c *resVersionCheck) Write(_ context.Context, docs []wire.Document) error {
 // and reports keys whose versions decreased from one record to the next.
 func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []string) {
 	e.t.Helper()
-	topic := resolver.AggregateTopic(e.k.Prefix, aggregate)
+	topic := wire.AggTopic(e.k.Prefix, aggregate)
 	ctx, cancel := context.WithTimeout(e2etest.Ctx(e.t), 2*time.Minute)
 	defer cancel()
 	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
@@ -556,9 +556,12 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 			return err
 		}
 		defer f.Close()
-		input := ".raw."
-		if c.Stage == "build" {
-			input = ".refs."
+		input := map[string]bool{}
+		for _, tn := range model.Tables() {
+			input[wire.RawTopic(c.Prefix, tn.Schema, tn.Name)] = c.Stage == "map"
+		}
+		for _, a := range model.Aggregates {
+			input[wire.RefsTopic(c.Prefix, a.Name)] = c.Stage == "build"
 		}
 		stage = append(stage, kgo.WithHooks(&resPolledLog{f: f, input: input}))
 	}
@@ -608,11 +611,11 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 type resPolledLog struct {
 	mu    sync.Mutex
 	f     *os.File
-	input string // topic name part of the input topics: ".raw." or ".refs."
+	input map[string]bool // the stage's input topics: raw topics (map) or refs topics (build)
 }
 
 func (h *resPolledLog) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
-	if !polled || !strings.Contains(r.Topic, h.input) {
+	if !polled || !h.input[r.Topic] {
 		return
 	}
 	h.mu.Lock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // resFanSchema: order lines are the roots, each with its product as a
@@ -260,7 +261,7 @@ aggregates:
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := e.topicKeys(t, resolver.RefsTopic(e.k.Prefix, x.agg))
+		keys := e.topicKeys(t, wire.RefsTopic(e.k.Prefix, x.agg))
 		distinct := map[string]bool{}
 		for _, k := range keys {
 			distinct[k] = true

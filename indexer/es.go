@@ -191,7 +191,7 @@ func (s *ESSink) Alias(aggregate string) string {
 // Safe for concurrent use.
 func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	started := time.Now()
-	var dead []deadLetter
+	var dead []wire.DeadLetter
 	acts := make([]action, 0, len(docs))
 	for i := range docs {
 		d := &docs[i]
@@ -202,7 +202,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 			id, err = DocumentID(d.ID)
 		}
 		if err != nil {
-			dead = append(dead, deadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: alias, Reason: err.Error()})
+			dead = append(dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: alias, Reason: err.Error()})
 			continue
 		}
 		t, err := s.aliasTargets(ctx, alias)
@@ -239,7 +239,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 		s.forgetTargets() // an alias may have been recreated or a reindex finished
 	}
 
-	err := writeDeadLetters(ctx, s.kafka, s.topics, s.cfg.TopicPrefix+".dlq", dead, func(l *deadLetter) {
+	err := writeDeadLetters(ctx, s.kafka, s.topics, wire.DLQTopic(s.cfg.TopicPrefix), dead, func(l *wire.DeadLetter) {
 		s.stats.dlq.Add(1)
 		s.met.dlq.WithLabelValues(sinkES, l.Aggregate).Inc()
 		s.log.Error("document refused by elasticsearch; written to the dead-letter topic", "aggregate", l.Aggregate,
@@ -256,7 +256,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 // records the results, appends refused documents to dead and returns the
 // actions to retry with a sample reason. An error means the batch must be
 // retried as a whole (a response decant cannot read).
-func (s *ESSink) send(ctx context.Context, docs []wire.Document, acts []action, dead *[]deadLetter) (retry []action, why string, err error) {
+func (s *ESSink) send(ctx context.Context, docs []wire.Document, acts []action, dead *[]wire.DeadLetter) (retry []action, why string, err error) {
 	for len(acts) > 0 {
 		n, size := 0, 0
 		for n < len(acts) && n < s.cfg.BulkActions && (n == 0 || size+len(acts[n].body) <= s.cfg.BulkBytes) {
@@ -278,7 +278,7 @@ func (s *ESSink) send(ctx context.Context, docs []wire.Document, acts []action, 
 
 var bulkFilter = []string{"items.*._index", "items.*.status", "items.*.result", "items.*.error"}
 
-func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []action, dead *[]deadLetter) (retry []action, why string, err error) {
+func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []action, dead *[]wire.DeadLetter) (retry []action, why string, err error) {
 	var body bytes.Buffer
 	for _, a := range acts {
 		body.Write(a.body)
@@ -303,7 +303,7 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	case code == http.StatusRequestEntityTooLarge:
 		a := acts[0]
 		d := &docs[a.doc]
-		*dead = append(*dead, deadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: a.target, Status: code,
+		*dead = append(*dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: a.target, Status: code,
 			Reason: fmt.Sprintf("document of %d bytes is larger than the cluster accepts (http.max_content_length)", len(d.Doc))})
 		return nil, "", nil
 	case code == http.StatusTooManyRequests || code >= 500:
@@ -340,7 +340,7 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 			retry = append(retry, a)
 			why = fmt.Sprintf("%s: status %d %s", a.target, it.Status, it.Error.String())
 		case outcomeReject:
-			*dead = append(*dead, deadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
+			*dead = append(*dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
 				Index: a.target, Status: it.Status, Reason: it.Error.String()})
 		}
 	}

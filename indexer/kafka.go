@@ -138,9 +138,6 @@ func (s *KafkaSink) Close() {
 // Stats returns the sink's counters.
 func (s *KafkaSink) Stats() Stats { return s.stats.snapshot() }
 
-// Topic returns the aggregate topic of an aggregate: <prefix>.agg.<aggregate>.
-func (s *KafkaSink) Topic(aggregate string) string { return s.cfg.TopicPrefix + ".agg." + aggregate }
-
 // Write produces every document to its aggregate topic, key = the document's
 // ID bytes as given, value = the envelope; a deleted document is followed
 // by a tombstone with the same key. Documents of one key are produced in
@@ -155,26 +152,26 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 	started := time.Now()
 	recs := make([]*kgo.Record, 0, len(docs)+len(docs)/8)
 	owner := make([]int, 0, cap(recs)) // record index → document index
-	var dead []deadLetter
+	var dead []wire.DeadLetter
 	for i := range docs {
 		d := &docs[i]
 		if err := checkDocument(d); err != nil {
-			dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Reason: err.Error()})
+			dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Reason: err.Error()})
 			continue
 		}
-		topic := s.Topic(d.Aggregate)
+		topic := wire.AggTopic(s.cfg.TopicPrefix, d.Aggregate)
 		if !s.guard.admit(topic, d.ID, d.Version) {
 			s.stats.conflicts.Add(1)
 			s.met.conflicts.WithLabelValues(sinkKafka, d.Aggregate).Inc()
 			s.log.Debug("skipped a document older than one already written", "aggregate", d.Aggregate, "id", string(d.ID), "version", d.Version)
 			continue
 		}
-		if err := s.topics.ensure(ctx, topic, "compact"); err != nil {
+		if err := s.topics.ensure(ctx, topic, wire.AggTopicConfigs()); err != nil {
 			return err
 		}
-		value, err := encodeEnvelope(d)
+		value, err := d.Encode()
 		if err != nil {
-			dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Topic: topic, Reason: err.Error()})
+			dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Topic: topic, Reason: err.Error()})
 			continue
 		}
 		headers := []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(d.Version))}}
@@ -205,7 +202,7 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 		case errors.Is(r.Err, kerr.MessageTooLarge) || errors.Is(r.Err, kerr.InvalidRecord):
 			if !tooLarge[owner[j]] {
 				tooLarge[owner[j]] = true
-				dead = append(dead, deadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
+				dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
 					Topic: r.Record.Topic, Reason: r.Err.Error()})
 			}
 		case failed == nil:
@@ -223,8 +220,8 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 }
 
 // deadLetters writes dead letters to <prefix>.dlq and waits for the acks.
-func (s *KafkaSink) deadLetters(ctx context.Context, dead []deadLetter) error {
-	return writeDeadLetters(ctx, s.kafka, s.topics, s.cfg.TopicPrefix+".dlq", dead, func(l *deadLetter) {
+func (s *KafkaSink) deadLetters(ctx context.Context, dead []wire.DeadLetter) error {
+	return writeDeadLetters(ctx, s.kafka, s.topics, wire.DLQTopic(s.cfg.TopicPrefix), dead, func(l *wire.DeadLetter) {
 		s.stats.dlq.Add(1)
 		s.met.dlq.WithLabelValues(l.Sink, l.Aggregate).Inc()
 		s.log.Error("document refused; written to the dead-letter topic", "aggregate", l.Aggregate, "id", string(l.ID),
@@ -235,17 +232,18 @@ func (s *KafkaSink) deadLetters(ctx context.Context, dead []deadLetter) error {
 // writeDeadLetters produces dead letters keyed by aggregate id and waits for
 // the acks; done is called for each acknowledged one. An error means the
 // batch must be retried.
-func writeDeadLetters(ctx context.Context, cl *kgo.Client, topics *topicSet, topic string, dead []deadLetter, done func(*deadLetter)) error {
+func writeDeadLetters(ctx context.Context, cl *kgo.Client, topics *topicSet, topic string, dead []wire.DeadLetter, done func(*wire.DeadLetter)) error {
 	if len(dead) == 0 {
 		return nil
 	}
-	if err := topics.ensure(ctx, topic, "delete"); err != nil {
+	if err := topics.ensure(ctx, topic, wire.DLQTopicConfigs()); err != nil {
 		return err
 	}
 	recs := make([]*kgo.Record, len(dead))
 	for i := range dead {
-		dead[i].Stage = "index"
-		recs[i] = &kgo.Record{Topic: topic, Key: dead[i].ID, Value: dead[i].encode()}
+		dead[i].Stage = wire.StageIndex
+		key, value := dead[i].Encode()
+		recs[i] = &kgo.Record{Topic: topic, Key: key, Value: value}
 	}
 	for i, r := range cl.ProduceSync(ctx, recs...) {
 		if r.Err != nil {
@@ -264,18 +262,14 @@ type topicSet struct {
 	created    sync.Map // topic → struct{}
 }
 
-// ensure creates topic with the given cleanup.policy unless this process
-// already did or it exists.
-func (t *topicSet) ensure(ctx context.Context, topic, cleanup string) error {
+// ensure creates topic with configs (wire.EnsureTopic) unless this process
+// already did.
+func (t *topicSet) ensure(ctx context.Context, topic string, configs map[string]string) error {
 	if _, ok := t.created.Load(topic); ok {
 		return nil
 	}
-	resp, err := t.admin.CreateTopic(ctx, t.partitions, t.rf, map[string]*string{"cleanup.policy": &cleanup}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
+	if err := wire.EnsureTopic(ctx, t.admin, topic, t.partitions, t.rf, configs); err != nil {
+		return err
 	}
 	t.created.Store(topic, struct{}{})
 	return nil

@@ -2,8 +2,6 @@ package indexer
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,43 +62,6 @@ func TestSimpleIDMatchesJSON(t *testing.T) {
 	}
 	if _, ok := simpleID([]byte(`{"id":7}`)); !ok {
 		t.Error(`{"id":7} should take the fast path`)
-	}
-}
-
-// TestEnvelopeGolden pins the aggregate topic value (PRODUCT.md §5).
-func TestEnvelopeGolden(t *testing.T) {
-	docs := []wire.Document{
-		{Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 23803720, Deleted: false,
-			Doc: json.RawMessage(`{"id":7,"name":"Ann <ann@example.com>","orders":[{"id":1,"total":19.90}],"big":12345678901234567890}`)},
-		{Aggregate: "customer", ID: json.RawMessage(`{"id":8}`), Version: 0x16B3748, LSN: "0/16B3748", Deleted: true},
-		{Aggregate: "line", ID: json.RawMessage(`{"order_id":7, "line_no":2}`), Version: 1 << 32, Doc: json.RawMessage("{\n  \"qty\": 3\n}")},
-	}
-	var got strings.Builder
-	for i := range docs {
-		b, err := encodeEnvelope(&docs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Write(b)
-		got.WriteByte('\n')
-	}
-	golden(t, "envelope.golden", got.String())
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (UPDATE_GOLDEN=1 rewrites it):\n got: %s\nwant: %s", path, got, want)
 	}
 }
 
@@ -242,18 +203,5 @@ func TestIndexSpec(t *testing.T) {
 	_ = json.Unmarshal(r.body(), &body)
 	if body.Settings["number_of_replicas"] != float64(2) {
 		t.Errorf("ZeroReplicas must not override the settings' replicas: %s", r.body())
-	}
-}
-
-func TestDeadLetterEncode(t *testing.T) {
-	l := deadLetter{Stage: "index", Sink: sinkES, Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 42,
-		Index: "customers", Status: 400, Reason: "mapper_parsing_exception: x"}
-	want := `{"stage":"index","sink":"elasticsearch","aggregate":"customer","id":{"id":7},"version":42,"index":"customers","status":400,"reason":"mapper_parsing_exception: x"}`
-	if got := string(l.encode()); got != want {
-		t.Errorf("dead letter\n got %s\nwant %s", got, want)
-	}
-	bad := deadLetter{Stage: "index", Sink: sinkKafka, Aggregate: "c", ID: json.RawMessage(`{"id":`), Reason: "r"}
-	if !json.Valid(bad.encode()) {
-		t.Errorf("a dead letter for an invalid id must still be JSON: %s", bad.encode())
 	}
 }

@@ -63,8 +63,8 @@ func Backfill(ctx context.Context, cfg Config, db *pgxpool.Pool, model *mappings
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	topic := RefsTopic(cfg.TopicPrefix, a.Name)
-	if err := ensureTopic(ctx, adm, topic, cfg.Partitions, cfg.ReplicationFactor, refsTopicConfig(cfg.RefsRetention)); err != nil {
+	topic := wire.RefsTopic(cfg.TopicPrefix, a.Name)
+	if err := ensureTopic(ctx, adm, &cfg, topic, wire.RefsTopicConfigs(cfg.RefsRetention)); err != nil {
 		return nil, err
 	}
 	res := &Backfilled{Aggregate: a.Name}
@@ -137,7 +137,7 @@ func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(don
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	topic := RefsTopic(cfg.TopicPrefix, b.Aggregate)
+	topic := wire.RefsTopic(cfg.TopicPrefix, b.Aggregate)
 	group := cfg.Group + ".build"
 	var total int64
 	for p, end := range b.Ends {
@@ -193,7 +193,7 @@ func NeedsBackfill(ctx context.Context, cfg Config, aggregate string) (bool, err
 		return false, fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	ends, err := endOffsets(ctx, kadm.NewClient(cl), AggregateTopic(cfg.TopicPrefix, aggregate))
+	ends, err := endOffsets(ctx, kadm.NewClient(cl), wire.AggTopic(cfg.TopicPrefix, aggregate))
 	if err != nil {
 		return false, err
 	}

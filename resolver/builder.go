@@ -53,7 +53,7 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 	b := &Builder{cfg: cfg, model: model, db: db, sink: sink, aggs: aggs, byTopic: map[string]*mappings.Aggregate{},
 		log: cfg.Logger.With("stage", "build", "group", cfg.Group+".build"), met: newBuildMetrics(cfg.Registerer)}
 	for _, a := range aggs {
-		b.byTopic[RefsTopic(cfg.TopicPrefix, a.Name)] = a
+		b.byTopic[wire.RefsTopic(cfg.TopicPrefix, a.Name)] = a
 	}
 	return b, nil
 }
@@ -82,7 +82,7 @@ func (b *Builder) session(ctx context.Context) error {
 	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, t := range topics {
-		if err := ensureTopic(ctx, adm, t, b.cfg.Partitions, b.cfg.ReplicationFactor, refsTopicConfig(b.cfg.RefsRetention)); err != nil {
+		if err := ensureTopic(ctx, adm, &b.cfg, t, wire.RefsTopicConfigs(b.cfg.RefsRetention)); err != nil {
 			return err
 		}
 	}

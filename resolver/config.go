@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/decant-cdc/decant/mappings"
 )
 
 // Config configures the map and build stages and backfills. Zero values
@@ -100,18 +98,4 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("resolver: MaxBufferedRefs and Workers must be at least 1"))
 	}
 	return errors.Join(errs...)
-}
-
-// RefsTopic is the refs topic of an aggregate: <prefix>.refs.<aggregate>.
-func RefsTopic(prefix, aggregate string) string { return prefix + ".refs." + aggregate }
-
-// AggregateTopic is the aggregate topic the indexer writes:
-// <prefix>.agg.<aggregate>.
-func AggregateTopic(prefix, aggregate string) string { return prefix + ".agg." + aggregate }
-
-// rawTopic is the streamer's raw topic of a table,
-// <prefix>.raw.<schema>.<table>. Stages meet only in Kafka, so the name is
-// spelled here too; a test checks it equals streamer.RawTopic.
-func rawTopic(prefix string, t mappings.TableName) string {
-	return prefix + ".raw." + t.Schema + "." + t.Name
 }

@@ -5,39 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
-// ensureTopic creates topic when it is missing. configs are topic configs
-// (cleanup.policy, retention.ms).
-func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions, rf int, configs map[string]string) error {
-	cf := make(map[string]*string, len(configs))
-	for k, v := range configs {
-		cf[k] = &v
-	}
-	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), cf, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	return nil
+// ensureTopic creates topic when it is missing (wire.EnsureTopic), with
+// the partitions and replication factor of cfg.
+func ensureTopic(ctx context.Context, adm *kadm.Client, cfg *Config, topic string, configs map[string]string) error {
+	return wire.EnsureTopic(ctx, adm, topic, int32(cfg.Partitions), int16(cfg.ReplicationFactor), configs)
 }
-
-// refsTopicConfig: refs are a work queue, deleted after retention.
-func refsTopicConfig(retention time.Duration) map[string]string {
-	return map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)}
-}
-
-// rawTopicConfig matches what the streamer creates.
-var rawTopicConfig = map[string]string{"cleanup.policy": "compact"}
 
 // producerOpts are the producer settings of every resolver client: every
 // ref is acknowledged by all in-sync replicas, and Produce blocks when

@@ -70,7 +70,7 @@ func NewMapper(cfg Config, model *mappings.Model, db *pgxpool.Pool) (*Mapper, er
 	var topics []string
 	byTopic := map[string]mappings.TableName{}
 	for t := range tables {
-		topic := rawTopic(cfg.TopicPrefix, t)
+		topic := wire.RawTopic(cfg.TopicPrefix, t.Schema, t.Name)
 		topics = append(topics, topic)
 		byTopic[topic] = t
 	}
@@ -118,18 +118,18 @@ func (m *Mapper) session(ctx context.Context) error {
 	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, a := range m.aggs {
-		if err := ensureTopic(ctx, adm, RefsTopic(m.cfg.TopicPrefix, a.Name), m.cfg.Partitions, m.cfg.ReplicationFactor, refsTopicConfig(m.cfg.RefsRetention)); err != nil {
+		if err := ensureTopic(ctx, adm, &m.cfg, wire.RefsTopic(m.cfg.TopicPrefix, a.Name), wire.RefsTopicConfigs(m.cfg.RefsRetention)); err != nil {
 			return err
 		}
 	}
 	// Changes whose old documents cannot be found are dead-lettered.
-	if err := ensureTopic(ctx, adm, m.cfg.TopicPrefix+".dlq", m.cfg.Partitions, m.cfg.ReplicationFactor, map[string]string{"cleanup.policy": "delete"}); err != nil {
+	if err := ensureTopic(ctx, adm, &m.cfg, wire.DLQTopic(m.cfg.TopicPrefix), wire.DLQTopicConfigs()); err != nil {
 		return err
 	}
 	// Raw topics appear when the streamer first writes to them; creating
 	// them here (as the streamer would) lets the group assign them at once.
 	for _, t := range m.topics {
-		if err := ensureTopic(ctx, adm, t, m.cfg.Partitions, m.cfg.ReplicationFactor, rawTopicConfig); err != nil {
+		if err := ensureTopic(ctx, adm, &m.cfg, t, wire.RawTopicConfigs()); err != nil {
 			return err
 		}
 	}
@@ -288,7 +288,7 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 		}
 		if tr.root {
 			// Documents whose roots are gone: every id that has one.
-			if err := scanKeys(ctx, m.cfg.Kafka, AggregateTopic(m.cfg.TopicPrefix, a.Name), produce); err != nil {
+			if err := scanKeys(ctx, m.cfg.Kafka, wire.AggTopic(m.cfg.TopicPrefix, a.Name), produce); err != nil {
 				return fmt.Errorf("aggregate %s: read document ids: %w", a.Name, err)
 			}
 		}
@@ -371,7 +371,7 @@ func (w *refWriter) produce(ctx context.Context, aggregate string, key []byte, r
 	if err != nil {
 		return err
 	}
-	rec := &kgo.Record{Topic: RefsTopic(w.prefix, aggregate), Key: key, Value: value,
+	rec := &kgo.Record{Topic: wire.RefsTopic(w.prefix, aggregate), Key: key, Value: value,
 		Headers: []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(ref.CommitLSN)}}}
 	w.cl.Produce(ctx, rec, w.acks.promise)
 	w.n++
@@ -405,19 +405,10 @@ func (m *Mapper) deadLetterNoBefore(ctx context.Context, cl *kgo.Client, dead []
 				s.aggregates = append(s.aggregates, ag)
 			}
 		}
-		value, _ := json.Marshal(struct {
-			Stage      string          `json:"stage"`
-			Table      string          `json:"table"`
-			Op         wire.Op         `json:"op"`
-			Key        json.RawMessage `json:"key"`
-			LSN        string          `json:"lsn"`
-			CommitLSN  string          `json:"commit_lsn"`
-			Aggregates []string        `json:"aggregates"`
-			Missing    []string        `json:"missing"`
-			Reason     string          `json:"reason"`
-		}{"map", d.table.String(), d.change.Op, d.change.Key, d.change.Source.LSN, d.change.Source.CommitLSN,
-			d.aggregates, d.columns, noBeforeReason(d.table, d.columns, d.aggregates)})
-		cl.Produce(ctx, &kgo.Record{Topic: m.cfg.TopicPrefix + ".dlq", Key: d.change.Key, Value: value,
+		key, value := wire.DeadLetter{Stage: wire.StageMap, Table: d.table.String(), Op: d.change.Op, Key: d.change.Key,
+			LSN: d.change.Source.LSN, CommitLSN: d.change.Source.CommitLSN, Aggregates: d.aggregates, Missing: d.columns,
+			Reason: noBeforeReason(d.table, d.columns, d.aggregates)}.Encode()
+		cl.Produce(ctx, &kgo.Record{Topic: wire.DLQTopic(m.cfg.TopicPrefix), Key: key, Value: value,
 			Headers: []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(d.change.Source.CommitLSN)}, {Key: wire.HeaderOp, Value: []byte(d.change.Op)}}},
 			a.promise)
 		m.met.dlq.WithLabelValues(d.table.String()).Inc()

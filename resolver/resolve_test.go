@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/decant-cdc/decant/mappings"
-	"github.com/decant-cdc/decant/streamer"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -325,13 +324,6 @@ func TestParseID(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("ParseID(%s) = %s, want %s (err %v)", in, got, want, err)
 		}
-	}
-}
-
-func TestRawTopicMatchesStreamer(t *testing.T) {
-	tn := mappings.TableName{Schema: "billing", Name: "invoice_lines"}
-	if got, want := rawTopic("p", tn), streamer.RawTopic("p", tn.Schema, tn.Name); got != want {
-		t.Errorf("rawTopic = %s, streamer writes %s", got, want)
 	}
 }
 

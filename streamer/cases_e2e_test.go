@@ -16,7 +16,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	e := newEnv(t, `CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2));
 		INSERT INTO items SELECT g, 'item ' || g, g * 1.5 FROM generate_series(1, 500) g;`)
 	e.start()
-	topic := RawTopic(e.k.Prefix, "public", "items")
+	topic := wire.RawTopic(e.k.Prefix, "public", "items")
 	recs := e.waitRecords(topic, 500)
 	for _, r := range recs[:500] {
 		if r.Value == nil || r.Value.Op != wire.OpRead || !r.Value.Source.Snapshot {
@@ -58,7 +58,7 @@ func TestPrimaryKeyUpdateTruncateAndToast(t *testing.T) {
 		ALTER TABLE big ALTER COLUMN doc SET STORAGE EXTERNAL;
 		ALTER TABLE bigfull ALTER COLUMN doc SET STORAGE EXTERNAL;`)
 	e.start()
-	ktopic := RawTopic(e.k.Prefix, "public", "k")
+	ktopic := wire.RawTopic(e.k.Prefix, "public", "k")
 	e.pg.Exec(t, `INSERT INTO k VALUES (1, 'a')`)
 	e.waitRecords(ktopic, 1)
 	e.pg.Exec(t, `UPDATE k SET id = 2 WHERE id = 1`)
@@ -82,7 +82,7 @@ func TestPrimaryKeyUpdateTruncateAndToast(t *testing.T) {
 	for _, tbl := range []string{"big", "bigfull"} {
 		e.pg.Exec(t, `INSERT INTO `+tbl+` VALUES (1, 1, $1)`, long)
 		e.pg.Exec(t, `UPDATE `+tbl+` SET n = 2 WHERE id = 1`)
-		recs := e.waitRecords(RawTopic(e.k.Prefix, "public", tbl), 2)
+		recs := e.waitRecords(wire.RawTopic(e.k.Prefix, "public", tbl), 2)
 		var after map[string]json.RawMessage
 		if err := json.Unmarshal(recs[1].Value.After, &after); err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestPrimaryKeyUpdateTruncateAndToast(t *testing.T) {
 func TestSchemaChangesWhileStreaming(t *testing.T) {
 	e := newEnv(t, `CREATE TABLE s (id int PRIMARY KEY, a int)`)
 	e.start()
-	topic := RawTopic(e.k.Prefix, "public", "s")
+	topic := wire.RawTopic(e.k.Prefix, "public", "s")
 	e.pg.Exec(t, `INSERT INTO s VALUES (1, 10)`)
 	e.waitRecords(topic, 1)
 	e.pg.Exec(t, `ALTER TABLE s ADD COLUMN b text DEFAULT 'x'`)

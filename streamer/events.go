@@ -47,7 +47,7 @@ func (r *relation) counter(m *metrics, op wire.Op) prometheus.Counter {
 // primary key is keyed by its replica identity columns, else by every column.
 func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) (*relation, error) {
 	r := &relation{id: m.RelationID, schema: m.Namespace, table: m.RelationName,
-		topic: RawTopic(topicPrefix, m.Namespace, m.RelationName)}
+		topic: wire.RawTopic(topicPrefix, m.Namespace, m.RelationName)}
 	r.names = append([]byte(`","schema":`), appendJSONString(nil, []byte(r.schema))...)
 	r.names = append(append(r.names, `,"table":`...), appendJSONString(nil, []byte(r.table))...)
 	byName := map[string]int{}
@@ -137,11 +137,6 @@ func identityIsKey(cols []*pglogrepl.RelationMessageColumn, pk []string) bool {
 		}
 	}
 	return flagged == 0 || flagged == len(cols) || (flagged == len(pk) && inKey == len(pk))
-}
-
-// RawTopic is the raw change topic of a table: <prefix>.raw.<schema>.<table>.
-func RawTopic(prefix, schema, table string) string {
-	return prefix + ".raw." + schema + "." + table
 }
 
 // record is one Kafka record to produce: key and value (nil value = tombstone).

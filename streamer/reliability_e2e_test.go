@@ -229,7 +229,7 @@ func TestKillNineNoLoss(t *testing.T) {
 	}
 	<-done
 	e.waitCaughtUp(2 * time.Minute)
-	recs := e.readTopic(RawTopic(e.k.Prefix, "public", "w"))
+	recs := e.readTopic(wire.RawTopic(e.k.Prefix, "public", "w"))
 	dups := verifyLog(t, recs, w.log, 0)
 	t.Logf("changes=%d kills=%d events=%d duplicates=%d", len(w.log), kills, len(recs), dups)
 	sameState(t, lastPerKey(recs), e.tableState("w", `jsonb_build_object('id', id)::text`))
@@ -257,7 +257,7 @@ func TestSnapshotWithConcurrentWrites(t *testing.T) {
 	cancel()
 	<-done
 	e.waitCaughtUp(2 * time.Minute)
-	recs := e.readTopic(RawTopic(e.k.Prefix, "public", "w"))
+	recs := e.readTopic(wire.RawTopic(e.k.Prefix, "public", "w"))
 	afterCP := 0
 	for _, c := range w.log {
 		if c.minLSN > cp {
@@ -277,13 +277,13 @@ func TestSnapshotWithConcurrentWrites(t *testing.T) {
 func (e *env) waitSnapshotMarker() uint64 {
 	e.t.Helper()
 	var cp uint64
-	topic := e.cfg.TopicPrefix + ".state"
+	topic := wire.StateTopic(e.cfg.TopicPrefix)
 	e2etest.WaitFor(e.t, "snapshot marker in "+topic, 3*time.Minute, func() (bool, error) {
 		if !e.topicExists(topic) {
 			return false, nil
 		}
 		for _, r := range e.readStateTopic(topic) {
-			var m snapshotMarker
+			var m wire.SnapshotMarker
 			if json.Unmarshal(r, &m) == nil && m.Done {
 				v, err := wire.ParseLSN(m.ConsistentLSN)
 				cp = v
@@ -351,7 +351,7 @@ func TestTakeover(t *testing.T) {
 	e.waitSnapshotMarker()
 	b := e.startChild("b")
 	e.pg.Exec(t, `INSERT INTO w VALUES (1, 0)`)
-	topic := RawTopic(e.k.Prefix, "public", "w")
+	topic := wire.RawTopic(e.k.Prefix, "public", "w")
 	e.waitRecords(topic, 1)
 	a.kill()
 	killed := time.Now()
@@ -379,7 +379,7 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 	e.waitCaughtUp(10 * time.Minute)
 	peak := vmHWM(t, c.cmd.Process.Pid)
 	n, rolledBack := 0, 0
-	e.scan(RawTopic(e.k.Prefix, "public", "big"), false, 10*time.Minute, func(r rawRecord) {
+	e.scan(wire.RawTopic(e.k.Prefix, "public", "big"), false, 10*time.Minute, func(r rawRecord) {
 		n++
 		if strings.Contains(string(r.Raw), "rolled back") {
 			rolledBack++

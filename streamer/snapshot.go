@@ -82,7 +82,7 @@ func (s *Streamer) loadRelation(ctx context.Context, pool *pgxpool.Pool, m *pglo
 	if err != nil {
 		return nil, permanent(err)
 	}
-	if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions)); err != nil {
+	if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions), wire.RawTopicConfigs()); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -150,7 +150,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		if err != nil {
 			return permanent(err)
 		}
-		if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions)); err != nil {
+		if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions), wire.RawTopicConfigs()); err != nil {
 			return err
 		}
 		n, err := s.snapshotTable(ctx, tx, enc, r, generated, t.pages, t.rowsPerPage, cp, mark)
@@ -263,21 +263,15 @@ func compactJSON(b []byte) []byte {
 // snapshot row is acknowledged. A slot found on start-up whose marker is not
 // "done" was interrupted mid-snapshot; it is dropped and the snapshot redone,
 // so a crash never leaves a gap.
-type snapshotMarker struct {
-	Slot          string `json:"slot"`
-	ConsistentLSN string `json:"consistent_lsn"`
-	Done          bool   `json:"done"`
-	Time          string `json:"time"`
-}
-
-func (s *Streamer) stateTopic() string { return s.cfg.TopicPrefix + ".state" }
+// The marker's format is wire.SnapshotMarker.
+func (s *Streamer) stateTopic() string { return wire.StateTopic(s.cfg.TopicPrefix) }
 
 func (s *Streamer) markSnapshot(ctx context.Context, done bool, cp uint64) error {
-	if err := s.ensureTopic(ctx, s.stateTopic(), 1); err != nil {
+	if err := s.ensureTopic(ctx, s.stateTopic(), 1, wire.StateTopicConfigs()); err != nil {
 		return err
 	}
-	v, _ := json.Marshal(snapshotMarker{Slot: s.cfg.Slot, ConsistentLSN: wire.FormatLSN(cp), Done: done, Time: time.Now().UTC().Format(time.RFC3339Nano)})
-	rec := &kgo.Record{Topic: s.stateTopic(), Key: []byte("snapshot/" + s.cfg.Slot), Value: v}
+	v, _ := json.Marshal(wire.SnapshotMarker{Slot: s.cfg.Slot, ConsistentLSN: wire.FormatLSN(cp), Done: done, Time: time.Now().UTC().Format(time.RFC3339Nano)})
+	rec := &kgo.Record{Topic: s.stateTopic(), Key: []byte(wire.SnapshotKey(s.cfg.Slot)), Value: v}
 	if err := s.kafka.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("write snapshot marker to %s: %w", s.stateTopic(), err)
 	}
@@ -300,7 +294,7 @@ func (s *Streamer) snapshotDone(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer cl.Close()
-	key := "snapshot/" + s.cfg.Slot
+	key := wire.SnapshotKey(s.cfg.Slot)
 	done := false
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -318,7 +312,7 @@ func (s *Streamer) snapshotDone(ctx context.Context) (bool, error) {
 		fs.EachRecord(func(r *kgo.Record) {
 			last = r.Offset
 			if string(r.Key) == key {
-				var m snapshotMarker
+				var m wire.SnapshotMarker
 				if json.Unmarshal(r.Value, &m) == nil {
 					done = m.Done
 				}

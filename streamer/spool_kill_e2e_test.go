@@ -75,7 +75,7 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 		sep = "&"
 	}
 	e.cfg.DSN += sep + "options=-c%20logical_decoding_work_mem%3D64kB"
-	topic := RawTopic(e.k.Prefix, "public", "k")
+	topic := wire.RawTopic(e.k.Prefix, "public", "k")
 	ctx := context.Background()
 	started := time.Now()
 

@@ -447,9 +447,8 @@ func (st *streamState) change(ctx context.Context, walStart uint64, relID uint32
 	if err != nil {
 		// A row that cannot be encoded goes to the dead-letter topic; the
 		// stream goes on.
-		rec := record{topic: st.s.cfg.TopicPrefix + ".dlq", key: []byte(`{"table":` + string(appendJSONString(nil, []byte(r.schema+"."+r.table))) + `}`),
-			value: fmt.Appendf(nil, `{"stage":"stream","table":%s,"lsn":"%s","reason":%s}`,
-				appendJSONString(nil, []byte(r.schema+"."+r.table)), wire.FormatLSN(walStart), appendJSONString(nil, []byte(err.Error()))), op: op}
+		key, value := wire.DeadLetter{Stage: wire.StageStream, Table: r.schema + "." + r.table, LSN: wire.FormatLSN(walStart), Reason: err.Error()}.Encode()
+		rec := record{topic: wire.DLQTopic(st.s.cfg.TopicPrefix), key: key, value: value, op: op}
 		st.s.met.dlq.Inc()
 		st.s.log.Error("row change cannot be encoded; written to the dead-letter topic", "table", r.schema+"."+r.table, "lsn", wire.FormatLSN(walStart), "err", err)
 		st.s.produce(ctx, rec, st.cur, st.at.commitLSN)

@@ -192,7 +192,7 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 		return err
 	}
 	// Rows that cannot be encoded or written go to the dead-letter topic.
-	if err := s.ensureTopic(ctx, s.cfg.TopicPrefix+".dlq", int32(s.cfg.Partitions)); err != nil {
+	if err := s.ensureTopic(ctx, wire.DLQTopic(s.cfg.TopicPrefix), int32(s.cfg.Partitions), wire.DLQTopicConfigs()); err != nil {
 		return err
 	}
 	rcfg, err := withParams(s.cfg.DSN, true)
@@ -365,39 +365,14 @@ func (s *Streamer) ensurePublication(ctx context.Context, pool *pgxpool.Pool) er
 	return nil
 }
 
-// ensureTopic creates a topic once: compacted, except the dead-letter
-// topic, which keeps everything (cleanup.policy=delete, default retention).
-func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int32) error {
+// ensureTopic creates a topic once per process (wire.EnsureTopic), with
+// configs: wire.RawTopicConfigs, StateTopicConfigs or DLQTopicConfigs.
+func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int32, configs map[string]string) error {
 	if _, ok := s.topics.Load(topic); ok {
 		return nil
 	}
-	cleanup := "compact"
-	if topic == s.cfg.TopicPrefix+".dlq" {
-		cleanup = "delete"
-	}
-	resp, err := s.admin.CreateTopic(ctx, partitions, int16(s.cfg.ReplicationFactor), map[string]*string{"cleanup.policy": &cleanup}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	// A new topic is not produceable until its leader is known; producing
-	// at once can fail with UNKNOWN_TOPIC_OR_PARTITION. Wait for metadata.
-	for i := 0; i < 100; i++ {
-		td, err := s.admin.ListTopics(ctx, topic)
-		if err == nil && td.Has(topic) && td[topic].Err == nil && len(td[topic].Partitions) > 0 {
-			ready := true
-			for _, p := range td[topic].Partitions {
-				ready = ready && p.Leader >= 0 && p.Err == nil
-			}
-			if ready {
-				break
-			}
-		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return ctx.Err()
-		}
+	if err := wire.EnsureTopic(ctx, s.admin, topic, partitions, int16(s.cfg.ReplicationFactor), configs); err != nil {
+		return err
 	}
 	s.topics.Store(topic, struct{}{})
 	return nil
@@ -448,7 +423,8 @@ func (s *Streamer) produce(ctx context.Context, rec record, m *txnMark, lsn uint
 // past it and the change is re-streamed after restart.
 func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.InvalidRecord) {
-		dlq := &kgo.Record{Topic: s.cfg.TopicPrefix + ".dlq", Key: r.Key, Value: deadLetter(r, err), Headers: r.Headers}
+		key, value := wire.DeadLetter{Stage: wire.StageStream, Topic: r.Topic, Key: r.Key, ValueBytes: len(r.Value), Reason: err.Error()}.Encode()
+		dlq := &kgo.Record{Topic: wire.DLQTopic(s.cfg.TopicPrefix), Key: key, Value: value, Headers: r.Headers}
 		s.kafka.Produce(context.Background(), dlq, func(_ *kgo.Record, derr error) {
 			if derr != nil {
 				s.setFatal(fmt.Errorf("topic %s: %w; and the dead-letter topic refused it too: %v", r.Topic, err, derr))
@@ -477,18 +453,6 @@ func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 // opBytes are the decant-op header values, shared by every record.
 var opBytes = map[wire.Op][]byte{wire.OpCreate: []byte("c"), wire.OpUpdate: []byte("u"), wire.OpDelete: []byte("d"),
 	wire.OpRead: []byte("r"), wire.OpTruncate: []byte("t")}
-
-func deadLetter(r *kgo.Record, err error) []byte {
-	b := []byte(`{"stage":"stream","topic":`)
-	b = appendJSONString(b, []byte(r.Topic))
-	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, []byte(err.Error()))
-	b = append(b, `,"key":`...)
-	b = append(b, r.Key...)
-	b = append(b, `,"value_bytes":`...)
-	b = fmt.Appendf(b, "%d}", len(r.Value))
-	return b
-}
 
 func (s *Streamer) setFatal(err error) { s.fatal.CompareAndSwap(nil, &err) }
 

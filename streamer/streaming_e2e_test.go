@@ -77,7 +77,7 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 	e.pg.Exec(t, `INSERT INTO s VALUES (100002, 'after', 0, 1)`)
 	e.waitCaughtUp(2 * time.Minute)
 
-	recs := e.waitRecords(RawTopic(e.k.Prefix, "public", "s"), 5000+5000+1000+2+100+5000)
+	recs := e.waitRecords(wire.RawTopic(e.k.Prefix, "public", "s"), 5000+5000+1000+2+100+5000)
 	var bigCommit, smallCommit uint64
 	var bigXID uint32
 	var lastSeq int64 = -1
@@ -212,7 +212,7 @@ func TestLongReplayKeepsTheConnection(t *testing.T) {
 		t.Fatalf("the transaction was not streamed in progress (spooled %v)", spooled)
 	}
 	// Exactly once: a dropped connection would have replayed it again.
-	recs := e.fetch(RawTopic(e.k.Prefix, "public", "r"), false)
+	recs := e.fetch(wire.RawTopic(e.k.Prefix, "public", "r"), false)
 	if len(recs) != rows {
 		t.Fatalf("%d records, want %d (the transaction was replayed more than once)", len(recs), rows)
 	}

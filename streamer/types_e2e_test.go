@@ -25,7 +25,7 @@ func TestStreamedValuesEqualToJSONB(t *testing.T) {
 		t.Fatalf("rows in streamed = %d (%v)", n, err)
 	}
 	e.pg.Exec(t, `UPDATE streamed SET id = id`) // every row again, as an update with a FULL before image
-	recs := e.waitRecords(RawTopic(e.k.Prefix, "public", "streamed"), 2*n)
+	recs := e.waitRecords(wire.RawTopic(e.k.Prefix, "public", "streamed"), 2*n)
 	want := e.tableState("streamed", `jsonb_build_object('id', id)::text`)
 	checked := 0
 	for _, r := range recs {

@@ -57,7 +57,7 @@ func New(cfg Config, db Querier, admin *kadm.Client, kopts []kgo.Opt) *Tracker {
 func (t *Tracker) refsTopics() []string {
 	out := make([]string, len(t.cfg.Aggregates))
 	for i, a := range t.cfg.Aggregates {
-		out[i] = t.cfg.TopicPrefix + ".refs." + a
+		out[i] = wire.RefsTopic(t.cfg.TopicPrefix, a)
 	}
 	return out
 }
@@ -85,7 +85,7 @@ func (t *Tracker) snapshotDone(ctx context.Context) (bool, error) {
 	if t.snapDone.Load() {
 		return true, nil
 	}
-	topic := t.cfg.TopicPrefix + ".state"
+	topic := wire.StateTopic(t.cfg.TopicPrefix)
 	ends, err := t.ends(ctx, []string{topic})
 	if err != nil {
 		return false, err
@@ -100,7 +100,7 @@ func (t *Tracker) snapshotDone(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer cl.Close()
-	key := "snapshot/" + t.cfg.Slot
+	key := wire.SnapshotKey(t.cfg.Slot)
 	done := false
 	for {
 		fs := cl.PollFetches(ctx)
@@ -111,9 +111,7 @@ func (t *Tracker) snapshotDone(ctx context.Context) (bool, error) {
 		fs.EachRecord(func(r *kgo.Record) {
 			last = r.Offset
 			if string(r.Key) == key {
-				var m struct {
-					Done bool `json:"done"`
-				}
+				var m wire.SnapshotMarker
 				done = json.Unmarshal(r.Value, &m) == nil && m.Done
 			}
 		})

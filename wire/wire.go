@@ -79,6 +79,37 @@ type Document struct {
 	Doc       json.RawMessage `json:"doc"` // null when Deleted
 }
 
+// Encode returns the aggregate topic value of d (PRODUCT.md §5):
+// {"aggregate","id","version","lsn","deleted","doc"}, compact, in that
+// order. LSN is filled from Version when empty; a deleted document has doc
+// null. The document's bytes are kept as built (no HTML escaping).
+func (d *Document) Encode() ([]byte, error) {
+	e := *d
+	if e.LSN == "" {
+		e.LSN = FormatLSN(e.Version)
+	}
+	if e.Deleted {
+		e.Doc = json.RawMessage("null")
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep the document's bytes as built: no \u003c for <
+	if err := enc.Encode(&e); err != nil {
+		return nil, fmt.Errorf("aggregate %s id %s: encode envelope: %w", d.Aggregate, d.ID, err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// SnapshotMarker is the value of a record in StateTopic under
+// SnapshotKey(Slot): "started" (Done false) when the slot is created, "done"
+// once every snapshot row is acknowledged.
+type SnapshotMarker struct {
+	Slot          string `json:"slot"`
+	ConsistentLSN string `json:"consistent_lsn"` // the slot's consistent point
+	Done          bool   `json:"done"`
+	Time          string `json:"time"` // RFC 3339 with nanoseconds, UTC
+}
+
 // FormatLSN formats an LSN the way PostgreSQL does ("16/B374D848").
 func FormatLSN(lsn uint64) string { return string(AppendLSN(nil, lsn)) }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/wire"
 )
 
 func init() {
@@ -137,7 +138,7 @@ FROM pg_replication_slots s WHERE s.slot_name = $1`, cfg.Postgres.Slot).
 		return nil, err
 	}
 	defer cl.Close()
-	if ends, err := adm.ListEndOffsets(ctx, cfg.Kafka.TopicPrefix+".dlq"); err == nil {
+	if ends, err := adm.ListEndOffsets(ctx, wire.DLQTopic(cfg.Kafka.TopicPrefix)); err == nil {
 		ends.Each(func(o kadm.ListedOffset) {
 			if o.Err == nil {
 				rep.DLQ += o.Offset

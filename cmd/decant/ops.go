@@ -17,8 +17,8 @@ import (
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
-	"github.com/decant-cdc/decant/streamer"
 	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // esClientFromConfig builds the Elasticsearch client, or nil when no URL is configured.
@@ -72,7 +72,7 @@ func newTracker(cfg *config.Config, model *mappings.Model, db *pgxpool.Pool, adm
 	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: resolverGroup(cfg),
 		Snapshot: cfg.Streamer.SnapshotMode != "never"}
 	for _, t := range model.Tables() {
-		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
+		wc.RawTopics = append(wc.RawTopics, wire.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}
 	for _, a := range model.Aggregates {
 		wc.Aggregates = append(wc.Aggregates, a.Name)

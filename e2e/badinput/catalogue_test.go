@@ -233,9 +233,9 @@ func (p *pipeline) write(name, content string) string {
 	return path
 }
 
-func (p *pipeline) rawTopic() string  { return p.k.Prefix + ".raw.public.items" }
-func (p *pipeline) refsTopic() string { return p.k.Prefix + ".refs.category" }
-func (p *pipeline) dlqTopic() string  { return p.k.Prefix + ".dlq" }
+func (p *pipeline) rawTopic() string  { return wire.RawTopic(p.k.Prefix, "public", "items") }
+func (p *pipeline) refsTopic() string { return wire.RefsTopic(p.k.Prefix, "category") }
+func (p *pipeline) dlqTopic() string  { return wire.DLQTopic(p.k.Prefix) }
 
 // proc is a running decant process whose output goes to a log file.
 type proc struct {

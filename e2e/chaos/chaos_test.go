@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // size is one variant of the test.
@@ -460,10 +461,10 @@ func (v *validator) quiet(ctx context.Context, target uint64) (bool, string) {
 	}
 	var raw, refs []string
 	for _, table := range sortedKeys(shopTables) {
-		raw = append(raw, v.prefix+".raw.public."+table)
+		raw = append(raw, wire.RawTopic(v.prefix, "public", table))
 	}
 	for _, agg := range sortedKeys(aggregates) {
-		refs = append(refs, v.prefix+".refs."+agg)
+		refs = append(refs, wire.RefsTopic(v.prefix, agg))
 	}
 	for _, g := range []struct {
 		group  string

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // The oracles build each document by hand from the tables, independently
@@ -242,7 +244,7 @@ func (v *validator) readTopic(ctx context.Context, topic string) ([][]*kgo.Recor
 // A version lower than an earlier one of the same key is a mismatch (a
 // regression); a record repeating a key's version is a duplicate.
 func (v *validator) aggTopic(ctx context.Context, agg string, r *result) (map[string]string, error) {
-	topic := v.prefix + ".agg." + agg
+	topic := wire.AggTopic(v.prefix, agg)
 	parts, err := v.readTopic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -290,7 +292,7 @@ func (v *validator) aggTopic(ctx context.Context, agg string, r *result) (map[st
 // the table's last TRUNCATE. A record with the same (commit_lsn, seq, op)
 // as an earlier one of its key is a duplicate.
 func (v *validator) rawTopic(ctx context.Context, table string, r *result) (map[string]string, error) {
-	topic := v.prefix + ".raw.public." + table
+	topic := wire.RawTopic(v.prefix, "public", table)
 	parts, err := v.readTopic(ctx, topic)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // rawSchema is the table of the raw-stream workload (as in the streamer's
@@ -279,7 +280,7 @@ func startDecantStream(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir st
 		"PARTITIONS": "6", "ES_URL": e2etest.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
 	}))
 	p := startProc(b, dir, "decant-stream", nil, decantBin(b), "stream", "--config", cfg)
-	return p, prefix + ".raw.public.orders", "decant_raw"
+	return p, wire.RawTopic(prefix, "public", "orders"), "decant_raw"
 }
 
 // startDebezium runs the Debezium PostgreSQL connector on a Kafka Connect

@@ -1,0 +1,97 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Topic names. Every topic decant writes starts with the configured prefix
+// (kafka.topic_prefix); these functions are the only place names are built.
+
+// RawTopic is the raw change topic of a table: <prefix>.raw.<schema>.<table>.
+func RawTopic(prefix, schema, table string) string { return prefix + ".raw." + schema + "." + table }
+
+// StateTopic is the streamer's bookkeeping topic: <prefix>.state. It holds
+// the snapshot marker of each slot under SnapshotKey(slot).
+func StateTopic(prefix string) string { return prefix + ".state" }
+
+// RefsTopic is the refs topic of an aggregate: <prefix>.refs.<aggregate>.
+func RefsTopic(prefix, aggregate string) string { return prefix + ".refs." + aggregate }
+
+// AggTopic is the aggregate topic of an aggregate: <prefix>.agg.<aggregate>.
+func AggTopic(prefix, aggregate string) string { return prefix + ".agg." + aggregate }
+
+// DLQTopic is the dead-letter topic every stage writes: <prefix>.dlq.
+func DLQTopic(prefix string) string { return prefix + ".dlq" }
+
+// SnapshotKey is the key of a slot's snapshot marker in StateTopic.
+func SnapshotKey(slot string) string { return "snapshot/" + slot }
+
+// Topic configs decant creates each kind of topic with (docs/formats.md,
+// "Topics at a glance"). Each call returns a new map.
+
+// RawTopicConfigs: raw topics are compacted (keyed by primary key).
+func RawTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
+
+// StateTopicConfigs: the state topic is compacted (one partition).
+func StateTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
+
+// RefsTopicConfigs: refs topics are a work queue, deleted after retention.
+func RefsTopicConfigs(retention time.Duration) map[string]string {
+	return map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)}
+}
+
+// AggTopicConfigs: aggregate topics are compacted (keyed by aggregate id).
+func AggTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
+
+// DLQTopicConfigs: the dead-letter topic keeps everything for the broker's
+// default retention.
+func DLQTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "delete"} }
+
+// EnsureTopic creates topic with partitions, replication factor and configs
+// (topic configs such as cleanup.policy) unless it exists: Kafka's
+// TOPIC_ALREADY_EXISTS is success, and an existing topic is left as it is.
+// It then waits, up to 10 s, until every partition of the topic has a
+// leader: a topic just created is not produceable at once (producing can
+// fail with UNKNOWN_TOPIC_OR_PARTITION). It blocks on the network, does not
+// retry the creation itself, and is safe for concurrent use; callers that
+// call it per record keep their own set of topics already ensured.
+func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor int16, configs map[string]string) error {
+	cf := make(map[string]*string, len(configs))
+	for k, v := range configs {
+		cf[k] = &v
+	}
+	resp, err := adm.CreateTopic(ctx, partitions, replicationFactor, cf, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for i := 0; i < 100; i++ {
+		td, err := adm.ListTopics(ctx, topic)
+		if err == nil && td.Has(topic) && td[topic].Err == nil && len(td[topic].Partitions) > 0 {
+			ready := true
+			for _, p := range td[topic].Partitions {
+				ready = ready && p.Leader >= 0 && p.Err == nil
+			}
+			if ready {
+				return nil
+			}
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil // not ready after 10 s: let the producer's own retries decide
+}
