@@ -133,7 +133,7 @@ type Resolver struct {
 
 // IndexerCf tunes the sinks.
 type IndexerCf struct {
-	// BulkActions per Elasticsearch bulk request. Default: 1000.
+	// BulkActions per Elasticsearch bulk request (requests are also capped at 5 MiB). Default: 10000.
 	BulkActions int `yaml:"bulk_actions"`
 }
 
@@ -150,7 +150,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500},
-		Indexer:  IndexerCf{BulkActions: 1000},
+		Indexer:  IndexerCf{BulkActions: 10000},
 	}
 }
 

@@ -41,7 +41,8 @@ type ESSinkConfig struct {
 	// creates it. Default: 6 and 1.
 	Partitions        int
 	ReplicationFactor int
-	// BulkActions and BulkBytes bound one bulk request. Default: 1000 and 5 MiB.
+	// BulkActions and BulkBytes bound one bulk request. Default: 10000 and
+	// 5 MiB: Elasticsearch indexed 650 kB requests at half the rate of 5 MB ones.
 	BulkActions int
 	BulkBytes   int
 	// MaxRetries is how many retry rounds one Write makes after retriable
@@ -73,7 +74,7 @@ func (c *ESSinkConfig) defaults() {
 		c.ReplicationFactor = 1
 	}
 	if c.BulkActions == 0 {
-		c.BulkActions = 1000
+		c.BulkActions = 10000
 	}
 	if c.BulkBytes == 0 {
 		c.BulkBytes = 5 << 20

@@ -38,6 +38,10 @@ type Config struct {
 	// Workers is how many partitions of one polled batch the build stage
 	// builds concurrently. Default: 4.
 	Workers int
+	// WriteBytes is about how many bytes of documents the build stage
+	// hands to the sinks in one Write: built chunks are grouped up to it,
+	// so that Elasticsearch gets bulk requests of this size. Default: 5 MiB.
+	WriteBytes int
 	// Aggregates restricts the stages to these aggregate names. Default: all.
 	Aggregates []string
 	// VisibilityTimeout is how long a build waits for the transactions
@@ -74,6 +78,9 @@ func (c *Config) defaults() {
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
+	}
+	if c.WriteBytes == 0 {
+		c.WriteBytes = 5 << 20
 	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = 30 * time.Second

@@ -67,6 +67,10 @@ func New(cfg Config) (*Streamer, error) {
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), // kafka.compression overrides it
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		// The snapshot produces to topics created a moment before: with
+		// the default of 5s, a first metadata answer that did not list
+		// them yet held the whole snapshot up for 5s.
+		kgo.MetadataMinAge(100 * time.Millisecond),
 	}, cfg.Kafka...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
