@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
@@ -46,8 +46,8 @@ import (
 //	go test ./e2e -run '^$' -bench '^BenchmarkBuildVsCopy$' -benchtime 1x -timeout 60m
 func BenchmarkBuildVsCopy(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_BUILD_AGGREGATES", 200_000)
-	pg, k := e2etest.Postgres(b), e2etest.Kafka(b)
-	ctx := e2etest.Ctx(b)
+	pg, k := testenv.Postgres(b), testenv.Kafka(b)
+	ctx := testenv.Ctx(b)
 	benchSeedCustomers(b, pg, n)
 	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", k.Prefix+"_"))
 	agg := model.Aggregate("customer")
@@ -108,7 +108,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	}
 	// Each figure is the median of its rounds: one slow round (a
 	// checkpoint, a burst of other work) does not move it.
-	built, drained := e2etest.Median(builtTimes), e2etest.Median(drainedTimes)
+	built, drained := testenv.Median(builtTimes), testenv.Median(drainedTimes)
 	mean := float64(n*rounds) / float64(statements)
 	rounds = 1 // the rates below are of the median round
 	total := float64(n * rounds)
@@ -285,7 +285,7 @@ func buildCopyStatement(agg *mappings.Aggregate, keys []json.RawMessage) (string
 // benchSeedCustomers fills resBenchSchema with n customers, n/10
 // addresses and two orders per customer, and vacuums and analyzes the
 // tables.
-func benchSeedCustomers(tb testing.TB, pg *e2etest.PG, n int) {
+func benchSeedCustomers(tb testing.TB, pg *testenv.PG, n int) {
 	tb.Helper()
 	pg.Exec(tb, resBenchSchema)
 	started := time.Now()
@@ -303,13 +303,13 @@ INSERT INTO orders SELECT g, 1 + (g - 1) / 2, CASE WHEN g %% 3 = 0 THEN 'paid' E
 }
 
 // benchModel loads one mapping file and binds it to pg's catalog.
-func benchModel(tb testing.TB, pg *e2etest.PG, mapping string) *mappings.Model {
+func benchModel(tb testing.TB, pg *testenv.PG, mapping string) *mappings.Model {
 	tb.Helper()
 	set, err := mappings.Load([]mappings.File{{Name: "bench.yaml", Data: []byte(mapping)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cat, err := mappings.ReadCatalog(e2etest.Ctx(tb), pg.Pool)
+	cat, err := mappings.ReadCatalog(testenv.Ctx(tb), pg.Pool)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/decant-cdc/decant/client"
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // freshMapping is the backfill benchmark's customer aggregate with a seq
@@ -86,8 +86,8 @@ func BenchmarkFreshness(b *testing.B) {
 	burst := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_BURST", 30_000))
 	seconds := benchEnvInt("DECANT_BENCH_FRESHNESS_SECONDS", 60)
 	fixedRate := benchEnvInt("DECANT_BENCH_FRESHNESS_RATE", 0)
-	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
-	ctx := e2etest.Ctx(b)
+	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
+	ctx := testenv.Ctx(b)
 	bin := freshBuildDecant(b)
 	benchSeedCustomers(b, pg, n)
 	pg.Exec(b, `ALTER TABLE customers ADD COLUMN seq bigint NOT NULL DEFAULT 0;
@@ -119,7 +119,7 @@ http:
   listen: %s
 streamer:
   snapshot_mode: never
-`, pg.DSN, e2etest.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, addr), 0o644); err != nil {
+`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, addr), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "decant.log")
@@ -135,7 +135,7 @@ streamer:
 	cl := client.New("http://" + addr)
 	// The first start backfills every document: wait for all of them and
 	// for the slot to be past the seed.
-	e2etest.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {
 		res, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return run.exited(), err
@@ -147,7 +147,7 @@ streamer:
 		b.Fatalf("decant run exited; log:\n%s", run.tail(40))
 	}
 	started := time.Now()
-	e2etest.WaitFor(b, fmt.Sprintf("the initial backfill of %d documents", n), 10*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, fmt.Sprintf("the initial backfill of %d documents", n), 10*time.Minute, func() (bool, error) {
 		c, err := freshCount(ctx, es, alias, `{"match_all":{}}`)
 		if run.exited() {
 			b.Fatalf("decant run exited; log:\n%s", run.tail(40))
@@ -319,7 +319,7 @@ func freshDrive(ctx context.Context, pool *pgxpool.Pool, n int, seq int64, count
 // and measures the commit-to-searchable latency of about 100 sampled
 // changes a second. It returns once every sampled change is searchable,
 // with the samples, the changes committed and the time that took.
-func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2etest.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
+func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
 	every := max(1, int64(math.Round(rate/100)))
 	var (
 		mu      sync.Mutex
@@ -386,7 +386,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2et
 	if err != nil {
 		b.Fatalf("freshness: %v", err)
 	}
-	e2etest.WaitFor(b, "every sampled change to be searchable", 5*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, "every sampled change to be searchable", 5*time.Minute, func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if first != nil {
@@ -403,7 +403,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2et
 // hold a seq of at least from (in the root or in any order) and returns
 // the largest seq each holds. Documents not changed since from are not
 // returned, which keeps the poller's load on Elasticsearch small.
-func freshSearchSeqs(ctx context.Context, es *e2etest.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
+func freshSearchSeqs(ctx context.Context, es *testenv.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
 	body, _ := json.Marshal(map[string]any{
 		"size": len(ids), "_source": []string{"seq", "orders.seq"},
 		"query": map[string]any{"bool": map[string]any{"filter": []any{
@@ -455,7 +455,7 @@ func freshSearchSeqs(ctx context.Context, es *e2etest.ESEnv, alias string, ids [
 
 // freshCount counts the documents of alias matching query (a JSON query
 // clause) after a refresh.
-func freshCount(ctx context.Context, es *e2etest.ESEnv, alias, query string) (int, error) {
+func freshCount(ctx context.Context, es *testenv.ESEnv, alias, query string) (int, error) {
 	if res, err := (esapi.IndicesRefreshRequest{Index: []string{alias}}).Do(ctx, es.Client); err == nil {
 		res.Body.Close()
 	}
@@ -485,7 +485,7 @@ func freshPercentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func freshLSN(tb testing.TB, pg *e2etest.PG) string {
+func freshLSN(tb testing.TB, pg *testenv.PG) string {
 	tb.Helper()
 	var lsn string
 	if err := pg.Pool.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
@@ -58,8 +58,8 @@ aggregates:
 func BenchmarkBackfill(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_AGGREGATES", 100000)
 	withKafka := os.Getenv("DECANT_BENCH_KAFKA_SINK") == "1"
-	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
-	ctx := e2etest.Ctx(b)
+	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
+	ctx := testenv.Ctx(b)
 	benchSeedCustomers(b, pg, n)
 	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", es.Prefix+"_"))
 	agg := model.Aggregate("customer")
@@ -157,7 +157,7 @@ func BenchmarkBackfill(b *testing.B) {
 // resBenchDirect builds the documents of ids 1..n with the aggregate's
 // Build statement, 100000 at a time, and bulk-loads each chunk into index
 // with idxDirectBulkLoad. Only the loads are timed.
-func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEnv, agg *mappings.Aggregate, index string, n int) (time.Duration, error) {
+func resBenchDirect(ctx context.Context, pool mappings.Querier, es *testenv.ESEnv, agg *mappings.Aggregate, index string, n int) (time.Duration, error) {
 	const chunk = 100_000
 	var took time.Duration
 	for lo := 1; lo <= n; lo += chunk {
@@ -206,15 +206,15 @@ func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEn
 // resWaitESQuiet flushes Elasticsearch and waits until no merge runs, so
 // that neither timed load pays for the background work the one before it
 // left (merging a million freshly indexed documents takes minutes).
-func resWaitESQuiet(tb testing.TB, es *e2etest.ESEnv) {
+func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 	tb.Helper()
-	ctx := e2etest.Ctx(tb)
+	ctx := testenv.Ctx(tb)
 	res, err := esapi.IndicesFlushRequest{}.Do(ctx, es.Client)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	res.Body.Close()
-	e2etest.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
+	testenv.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
 		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Client)
 		if err != nil {
 			return false, err
@@ -237,11 +237,11 @@ func resWaitESQuiet(tb testing.TB, es *e2etest.ESEnv) {
 }
 
 // resWaitGroupStable waits until group is stable with at least one member.
-func resWaitGroupStable(tb testing.TB, k *e2etest.KafkaEnv, group string) {
+func resWaitGroupStable(tb testing.TB, k *testenv.KafkaEnv, group string) {
 	tb.Helper()
-	ctx := e2etest.Ctx(tb)
+	ctx := testenv.Ctx(tb)
 	adm := kadm.NewClient(k.Client)
-	e2etest.WaitFor(tb, "consumer group "+group+" to be stable", 2*time.Minute, func() (bool, error) {
+	testenv.WaitFor(tb, "consumer group "+group+" to be stable", 2*time.Minute, func() (bool, error) {
 		gs, err := adm.DescribeGroups(ctx, group)
 		if err != nil {
 			return false, err

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
 )
 
@@ -46,7 +46,7 @@ func TestResolverKillNine(t *testing.T) {
 	}
 	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations, at least %d kills of each stage", seed, ops, kills)
 	e := newResEnv(t, resShopSchema, resShopMapping)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
 	e.startStreamer()
 	polled := t.TempDir()
@@ -270,7 +270,7 @@ func (k *resKillable) duplicates(t *testing.T) map[string]resRedelivery {
 // returns the number of operations run.
 func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, enough func() bool, statements map[int]string, events map[int]func()) int {
 	t.Helper()
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	conn, err := e.pg.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

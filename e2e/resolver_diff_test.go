@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
 )
 
@@ -384,7 +384,7 @@ func TestResolverDifferential(t *testing.T) {
 	}
 	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations", seed, ops)
 	e := newResEnv(t, resShopSchema, resShopMapping)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
 	e.startStreamer()
 	e.startMapper("map")
@@ -512,7 +512,7 @@ func (e *resEnv) compare(t *testing.T) {
 // replay re-produces every record of topics into the same topics.
 func (e *resEnv) replay(t *testing.T, topics []string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), time.Minute)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), time.Minute)
 	defer cancel()
 	n := 0
 	for _, topic := range topics {

@@ -22,8 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/streamer"
@@ -35,9 +35,9 @@ import (
 // sinks behind a version checker.
 type resEnv struct {
 	t      *testing.T
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
-	es     *e2etest.ESEnv
+	pg     *testenv.PG
+	k      *testenv.KafkaEnv
+	es     *testenv.ESEnv
 	model  *mappings.Model
 	pool   *pgxpool.Pool
 	slot   string
@@ -67,11 +67,11 @@ type resProc struct {
 // index prefix) and creates the sinks. Nothing runs yet.
 func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	t.Helper()
-	pg := e2etest.Postgres(t)
-	k := e2etest.Kafka(t)
-	es := e2etest.Elasticsearch(t)
+	pg := testenv.Postgres(t)
+	k := testenv.Kafka(t)
+	es := testenv.Elasticsearch(t)
 	pg.Exec(t, schemaSQL)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
 	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mappingYAML)}})
 	if err != nil {
@@ -96,7 +96,7 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
-	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + e2etest.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
+	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + testenv.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
 	e.cfg = resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, BatchSize: 200, Logger: log}
 	e.kafka, err = indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, Logger: log})
 	if err != nil {
@@ -247,13 +247,13 @@ func (e *resEnv) groupLag(ctx context.Context, group string, topics []string) (i
 // the refs topics), then the build group committed every ref.
 func (e *resEnv) waitQuiet(timeout time.Duration) {
 	e.t.Helper()
-	ctx := e2etest.Ctx(e.t)
+	ctx := testenv.Ctx(e.t)
 	var target string
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
 		e.t.Fatal(err)
 	}
 	want, _ := wire.ParseLSN(target)
-	e2etest.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
+	testenv.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
 		var s *string
 		if err := e.pg.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&s); err != nil || s == nil {
 			return false, err
@@ -269,7 +269,7 @@ func (e *resEnv) waitQuiet(timeout time.Duration) {
 		group  string
 		topics []string
 	}{{e.k.Prefix + ".map", raw}, {e.k.Prefix + ".build", refs}} {
-		e2etest.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
+		testenv.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
 			lag, err := e.groupLag(ctx, w.group, w.topics)
 			return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
 		})
@@ -305,7 +305,7 @@ func (c *resVersionCheck) Write(_ context.Context, docs []wire.Document) error {
 func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []string) {
 	e.t.Helper()
 	topic := resolver.AggregateTopic(e.k.Prefix, aggregate)
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(e.t), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(e.t), 2*time.Minute)
 	defer cancel()
 	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -365,7 +365,7 @@ func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []
 // aggregate key of the oracle (built from the _id with idOf).
 func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[string]json.RawMessage {
 	e.t.Helper()
-	ctx := e2etest.Ctx(e.t)
+	ctx := testenv.Ctx(e.t)
 	if err := e.search.Refresh(ctx, aggregate); err != nil {
 		e.t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[str
 // oracleState runs an oracle query returning (key json, doc jsonb) rows.
 func (e *resEnv) oracleState(sql string) map[string]json.RawMessage {
 	e.t.Helper()
-	rows, err := e.pool.Query(e2etest.Ctx(e.t), sql)
+	rows, err := e.pool.Query(testenv.Ctx(e.t), sql)
 	if err != nil {
 		e.t.Fatalf("oracle: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
 )
 
@@ -83,8 +83,8 @@ ANALYZE;`, n, n, resFanOthers))
 	// waitQuiet alone does not wait for a snapshot (the slot starts past
 	// it): wait for every row in the raw topics first.
 	raw, _ := e.topics()
-	ctx := e2etest.Ctx(t)
-	e2etest.WaitFor(t, "the snapshot of every row in the raw topics", resFanTimeout(n), func() (bool, error) {
+	ctx := testenv.Ctx(t)
+	testenv.WaitFor(t, "the snapshot of every row in the raw topics", resFanTimeout(n), func() (bool, error) {
 		ends, err := e.k.Admin.ListEndOffsets(ctx, raw...)
 		if err != nil {
 			return false, err
@@ -112,7 +112,7 @@ ANALYZE;`, n, n, resFanOthers))
 	if builder, err = e.startChild("build", 2, ""); err != nil {
 		t.Fatal(err)
 	}
-	title := "new title " + e2etest.Suffix()
+	title := "new title " + testenv.Suffix()
 	started = time.Now()
 	e.pg.Exec(t, `UPDATE products SET title = $1 WHERE id = 1`, title)
 	e.waitQuiet(resFanTimeout(n))
@@ -200,7 +200,7 @@ func resPeak(t *testing.T, c *resChild) int64 {
 // (all when nil), after a refresh.
 func (e *resEnv) esCount(t *testing.T, aggregate string, query map[string]any) int {
 	t.Helper()
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	if err := e.search.Refresh(ctx, aggregate); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ aggregates:
   item: {table: items, elasticsearch: {index: IDX_item}}
   cell: {table: cells, elasticsearch: {index: IDX_cell}}
 `)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	for _, x := range []struct {
 		agg  string
 		rows int
@@ -274,7 +274,7 @@ aggregates:
 // topicKeys reads the key of every record of topic.
 func (e *resEnv) topicKeys(t *testing.T, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), time.Minute)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), time.Minute)
 	defer cancel()
 	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {

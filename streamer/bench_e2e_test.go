@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // BenchmarkStreamVsRecvlogical is the streamer benchmark (make
@@ -122,7 +122,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 					took[k] = append(took[k], d)
 				}
 			}
-			rate := func(k string) float64 { return float64(rows) / e2etest.Median(took[k]).Seconds() }
+			rate := func(k string) float64 { return float64(rows) / testenv.Median(took[k]).Seconds() }
 			on, off, ours := rate("on"), rate("off"), rate("decant")
 			cpuPer1k := cpu * 1000 / float64(rows*rounds)
 			t.ReportMetric(ours/on, "ratio")

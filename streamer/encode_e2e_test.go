@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // encAllTypesSQL reads the schema and rows of the table of all types.
@@ -46,8 +46,8 @@ func encSessionParams(tz string) map[string]string {
 // to_jsonb(row) as JSON with exact numbers. The replication connection uses
 // TimeZone=UTC; other zones check offsets with minutes and seconds.
 func TestEncodeMatchesToJSONB(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx := e2etest.Ctx(t)
+	pg := testenv.Postgres(t)
+	ctx := testenv.Ctx(t)
 	pg.Exec(t, encAllTypesSQL(t))
 
 	var cols []Column
@@ -180,8 +180,8 @@ func encDecodeExact(t testing.TB, b []byte) any {
 // TestEncodeHstoreMatchesToJSONB: to_jsonb uses hstore's cast to json, in
 // arrays and composites too. hstore ships with Debian's postgresql-15.
 func TestEncodeHstoreMatchesToJSONB(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx := e2etest.Ctx(t)
+	pg := testenv.Postgres(t)
+	ctx := testenv.Ctx(t)
 	if _, err := pg.Pool.Exec(ctx, "CREATE EXTENSION hstore"); err != nil {
 		t.Fatalf("CREATE EXTENSION hstore: %v (it ships with the postgresql-15 package that e2e/infra/pg.sh installs)", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -50,7 +50,7 @@ func newWorkload(seedRows int) *workload {
 }
 
 // run performs total changes, then returns. It stops early when ctx ends.
-func (w *workload) run(ctx context.Context, t *testing.T, pg *e2etest.PG, total int) {
+func (w *workload) run(ctx context.Context, t *testing.T, pg *testenv.PG, total int) {
 	for w.ops < total && ctx.Err() == nil {
 		tx, err := pg.Pool.Begin(ctx)
 		if err != nil {
@@ -140,7 +140,7 @@ func (e *env) waitCaughtUp(timeout time.Duration) {
 	if err := e.pg.Pool.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 		e.t.Fatal(err)
 	}
-	e2etest.WaitFor(e.t, "slot "+e.cfg.Slot+" confirmed past "+target, timeout, func() (bool, error) {
+	testenv.WaitFor(e.t, "slot "+e.cfg.Slot+" confirmed past "+target, timeout, func() (bool, error) {
 		var ok bool
 		err := e.pg.Pool.QueryRow(context.Background(),
 			"SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) FROM pg_replication_slots WHERE slot_name = $1", e.cfg.Slot, target).Scan(&ok)
@@ -278,7 +278,7 @@ func (e *env) waitSnapshotMarker() uint64 {
 	e.t.Helper()
 	var cp uint64
 	topic := e.cfg.TopicPrefix + ".state"
-	e2etest.WaitFor(e.t, "snapshot marker in "+topic, 3*time.Minute, func() (bool, error) {
+	testenv.WaitFor(e.t, "snapshot marker in "+topic, 3*time.Minute, func() (bool, error) {
 		if !e.topicExists(topic) {
 			return false, nil
 		}
@@ -315,7 +315,7 @@ func TestIdleSlotAdvances(t *testing.T) {
 	e.cfg.HeartbeatInterval = -1
 	e.start()
 	e.waitSnapshotMarker()
-	other := e2etest.Postgres(t)
+	other := testenv.Postgres(t)
 	other.Exec(t, `CREATE TABLE noise (id serial PRIMARY KEY, pad text)`)
 	slotLSN := func() uint64 {
 		var s string
@@ -356,7 +356,7 @@ func TestTakeover(t *testing.T) {
 	a.kill()
 	killed := time.Now()
 	e.pg.Exec(t, `INSERT INTO w VALUES (2, 0)`)
-	e2etest.WaitFor(t, "standby streamer to deliver the insert made after the kill", 15*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "standby streamer to deliver the insert made after the kill", 15*time.Second, func() (bool, error) {
 		return len(e.readTopic(topic)) >= 2, nil
 	})
 	t.Logf("standby took over and delivered in %s", time.Since(killed).Round(10*time.Millisecond))

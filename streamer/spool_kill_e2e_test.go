@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -130,7 +130,7 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 		pid := c.cmd.Process.Pid
 		var size, prev int64
 		var steady time.Time
-		e2etest.WaitFor(t, fmt.Sprintf("streamer %d to spool ≥ %d bytes of transaction %d streamed in progress (drained to %q)", children, min, xid, drainedTo), wait, func() (bool, error) {
+		testenv.WaitFor(t, fmt.Sprintf("streamer %d to spool ≥ %d bytes of transaction %d streamed in progress (drained to %q)", children, min, xid, drainedTo), wait, func() (bool, error) {
 			var err error
 			if size, err = spooledBytes(pid, xid); err != nil || size < min {
 				return false, err
@@ -228,7 +228,7 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 	b.exec(`COMMIT`)
 	committed := time.Now()
 	var endAtKill int64
-	e2etest.WaitFor(t, "streamer to produce records of the committed transaction B", wait, func() (bool, error) {
+	testenv.WaitFor(t, "streamer to produce records of the committed transaction B", wait, func() (bool, error) {
 		endAtKill = e.rawEndOffset(topic)
 		return endAtKill >= endBefore+100, fmt.Errorf("%d records produced since B's commit, want ≥ 100", endAtKill-endBefore)
 	})

@@ -105,7 +105,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -146,9 +146,9 @@ func TestMain(m *testing.M) {
 // pipeline is one test's database, topic prefix, index, slot and config.
 type pipeline struct {
 	t      *testing.T
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
-	es     *e2etest.ESEnv
+	pg     *testenv.PG
+	k      *testenv.KafkaEnv
+	es     *testenv.ESEnv
 	dir    string
 	config string
 	slot   string
@@ -173,8 +173,8 @@ func newPipeline(t *testing.T) *pipeline { return newPipelineVia(t, "", "") }
 // Elasticsearch through the given addresses (proxies) when not empty.
 func newPipelineVia(t *testing.T, pgAddr, esAddr string) *pipeline {
 	t.Helper()
-	p := &pipeline{t: t, pg: e2etest.Postgres(t), k: e2etest.Kafka(t), es: e2etest.Elasticsearch(t), dir: t.TempDir(),
-		slot: "decant_" + e2etest.Suffix(), http: freePort(t)}
+	p := &pipeline{t: t, pg: testenv.Postgres(t), k: testenv.Kafka(t), es: testenv.Elasticsearch(t), dir: t.TempDir(),
+		slot: "decant_" + testenv.Suffix(), http: freePort(t)}
 	p.alias = p.es.Prefix + "-category"
 	p.pg.Exec(t, schema)
 	if err := os.MkdirAll(filepath.Join(p.dir, "mappings"), 0o755); err != nil {
@@ -310,7 +310,7 @@ func (pr *proc) waitLog(t *testing.T, re string, timeout time.Duration) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	var m string
-	e2etest.WaitFor(t, fmt.Sprintf("the log of %s to match %q", pr.name, re), timeout, func() (bool, error) {
+	testenv.WaitFor(t, fmt.Sprintf("the log of %s to match %q", pr.name, re), timeout, func() (bool, error) {
 		m = rx.FindString(pr.output())
 		return m != "", nil
 	})
@@ -435,7 +435,7 @@ func (p *pipeline) mismatches() []string {
 // waitConverged waits until Elasticsearch equals the database.
 func (p *pipeline) waitConverged(timeout time.Duration) {
 	p.t.Helper()
-	e2etest.WaitFor(p.t, "Elasticsearch to equal the database", timeout, func() (bool, error) {
+	testenv.WaitFor(p.t, "Elasticsearch to equal the database", timeout, func() (bool, error) {
 		m := p.mismatches()
 		return len(m) == 0, fmt.Errorf("mismatches: %v", m)
 	})
@@ -537,7 +537,7 @@ func (p *pipeline) rawMissing(ids []int, ops ...wire.Op) []int {
 // topic, and returns those events by id.
 func (p *pipeline) waitRaw(what string, ids []int, ops ...wire.Op) {
 	p.t.Helper()
-	e2etest.WaitFor(p.t, what+" in the raw topic", 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(p.t, what+" in the raw topic", 60*time.Second, func() (bool, error) {
 		m := p.rawMissing(ids, ops...)
 		return len(m) == 0, fmt.Errorf("missing items %v (ops %v)", m, ops)
 	})
@@ -565,7 +565,7 @@ func (p *pipeline) commitLSNs(ops ...wire.Op) map[int]uint64 {
 // exited leaves its walsender behind for a moment.
 func (p *pipeline) waitSlotReleased() {
 	p.t.Helper()
-	e2etest.WaitFor(p.t, "slot "+p.slot+" to be released", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(p.t, "slot "+p.slot+" to be released", 30*time.Second, func() (bool, error) {
 		var active bool
 		err := p.pg.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, p.slot).Scan(&active)
 		return err == nil && !active, err
@@ -577,7 +577,7 @@ func (p *pipeline) waitSlotReleased() {
 // compare them with decant's slot); see probeCommits.
 func (p *pipeline) newProbe() string {
 	p.t.Helper()
-	name := "probe_" + e2etest.Suffix()
+	name := "probe_" + testenv.Suffix()
 	p.pg.Exec(p.t, `CREATE PUBLICATION `+name+` FOR TABLE items`)
 	p.pg.Exec(p.t, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
 	return name
@@ -661,7 +661,7 @@ func (p *pipeline) deleteTopic(topic string) {
 	if err != nil {
 		p.t.Fatalf("delete topic %s: %v", topic, err)
 	}
-	e2etest.WaitFor(p.t, "topic "+topic+" to be deleted", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(p.t, "topic "+topic+" to be deleted", 30*time.Second, func() (bool, error) {
 		td, err := p.k.Admin.ListTopics(ctx, topic)
 		return err == nil && (!td.Has(topic) || td[topic].ID != id), err
 	})
@@ -694,7 +694,7 @@ func (p *pipeline) alterTopic(topic string, c kadm.AlterConfig) {
 	if err != nil {
 		p.t.Fatalf("alter %s of %s: %v", c.Name, topic, err)
 	}
-	e2etest.WaitFor(p.t, fmt.Sprintf("%s of %s to be applied", c.Name, topic), 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(p.t, fmt.Sprintf("%s of %s to be applied", c.Name, topic), 30*time.Second, func() (bool, error) {
 		rcs, err := p.k.Admin.DescribeTopicConfigs(ctx, topic)
 		if err != nil {
 			return false, err
@@ -763,7 +763,7 @@ func TestPublicationDropped(t *testing.T) {
 	p.pg.Exec(t, `DROP PUBLICATION decant`)
 	p.pg.Exec(t, insertItems(7, 9, 2))
 	var msg string
-	e2etest.WaitFor(t, "decant to stop with a message naming the dropped publication and the recovery", 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "decant to stop with a message naming the dropped publication and the recovery", 60*time.Second, func() (bool, error) {
 		msg = regexp.MustCompile(`publication \\?"decant\\?" was dropped[^\n]*`).FindString(run.output())
 		return msg != "", nil
 	})
@@ -818,7 +818,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 		t.Errorf("the log line does not give the fix %q", fix)
 	}
 	var dead []map[string]any
-	e2etest.WaitFor(t, "two dead letters", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "two dead letters", 30*time.Second, func() (bool, error) {
 		dead = p.deadLetters()
 		return len(dead) >= 2, fmt.Errorf("%d dead letters", len(dead))
 	})
@@ -837,7 +837,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 		t.Errorf("decant_resolver_map_dlq_total = %v (%v), want 2", v, err)
 	}
 	// The after image still counts: the new category has the item.
-	e2etest.WaitFor(t, "category 2 to contain item 1", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "category 2 to contain item 1", 30*time.Second, func() (bool, error) {
 		docs, err := p.esDocs()
 		return err == nil && strings.Contains(docs["2"], `"name":"item1"`), err
 	})
@@ -923,7 +923,7 @@ func TestOversizedRawEvent(t *testing.T) {
 	p.pg.Exec(t, insertItems(5, 6, 2))
 	run.waitLog(t, `level=ERROR msg="raw event refused by Kafka; written to the dead-letter topic"[^\n]*topic=`+regexp.QuoteMeta(p.rawTopic())+` err="MESSAGE_TOO_LARGE`, 60*time.Second)
 	var dead []map[string]any
-	e2etest.WaitFor(t, "a dead letter", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "a dead letter", 30*time.Second, func() (bool, error) {
 		dead = p.deadLetters()
 		return len(dead) >= 1, nil
 	})
@@ -936,7 +936,7 @@ func TestOversizedRawEvent(t *testing.T) {
 		t.Errorf("decant_streamer_dlq_total = %v (%v), want 1", v, err)
 	}
 	// The rest streamed on: category 2 gets items 5 and 6.
-	e2etest.WaitFor(t, "category 2 to contain items 5 and 6", 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "category 2 to contain items 5 and 6", 60*time.Second, func() (bool, error) {
 		docs, err := p.esDocs()
 		return err == nil && strings.Contains(docs["2"], `"name":"item6"`), err
 	})
@@ -1067,7 +1067,7 @@ func TestSlotHeldByAnotherProcess(t *testing.T) {
 	run.stop()
 	p.waitSlotReleased()
 
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	holder, err := pgconn.Connect(ctx, p.pg.DSN+"&replication=database&application_name=other")
 	if err != nil {
 		t.Fatal(err)
@@ -1100,11 +1100,11 @@ func TestSlotHeldByAnotherProcess(t *testing.T) {
 // e2e/chaos TestChaos restarts it.)
 func TestServersUnreachableMidRun(t *testing.T) {
 	t.Parallel()
-	pgURL, err := url.Parse(e2etest.PGAdminDSN())
+	pgURL, err := url.Parse(testenv.PGAdminDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	esURL, err := url.Parse(e2etest.ESURL())
+	esURL, err := url.Parse(testenv.ESURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 var (
@@ -49,9 +49,9 @@ func decantBin(t *testing.T) string {
 // pipeline is one test's database, topic prefix, index prefix and config.
 type pipeline struct {
 	t      *testing.T
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
-	es     *e2etest.ESEnv
+	pg     *testenv.PG
+	k      *testenv.KafkaEnv
+	es     *testenv.ESEnv
 	dir    string
 	config string
 	alias  string
@@ -66,7 +66,7 @@ INSERT INTO categories VALUES (1, 'tools'), (2, 'toys');
 `
 
 func newPipeline(t *testing.T) *pipeline {
-	p := &pipeline{t: t, pg: e2etest.Postgres(t), k: e2etest.Kafka(t), es: e2etest.Elasticsearch(t), dir: t.TempDir()}
+	p := &pipeline{t: t, pg: testenv.Postgres(t), k: testenv.Kafka(t), es: testenv.Elasticsearch(t), dir: t.TempDir()}
 	p.alias = p.es.Prefix + "-item"
 	p.pg.Exec(t, itemsSchema)
 	mapping := fmt.Sprintf(`version: 1
@@ -101,7 +101,7 @@ elasticsearch:
 mappings: [mappings/*.yaml]
 http:
   listen: ""
-`, p.pg.DSN, e2etest.Suffix(), strings.Join(p.k.Brokers, ","), p.k.Prefix, p.es.URL))
+`, p.pg.DSN, testenv.Suffix(), strings.Join(p.k.Brokers, ","), p.k.Prefix, p.es.URL))
 	return p
 }
 
@@ -285,7 +285,7 @@ func (p *pipeline) mismatches() []string {
 func (p *pipeline) waitConverged(timeout time.Duration) {
 	p.t.Helper()
 	var last []string
-	e2etest.WaitFor(p.t, "Elasticsearch to equal the database", timeout, func() (bool, error) {
+	testenv.WaitFor(p.t, "Elasticsearch to equal the database", timeout, func() (bool, error) {
 		last = p.mismatches()
 		if len(last) > 5 {
 			return false, fmt.Errorf("%d mismatches, e.g. %v", len(last), last[:5])

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/decant-cdc/decant/client"
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 func heavy() bool { return os.Getenv("DECANT_HEAVY") == "1" }
@@ -37,7 +37,7 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 	p.start("stream", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "stream", "--config", p.config)
 	p.start("map", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "map", "--config", p.config)
 	p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
-	e2etest.WaitFor(t, "the build process's /readyz", 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "the build process's /readyz", 60*time.Second, func() (bool, error) {
 		code, body, err := get("http://" + addr + "/readyz")
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
 	})
@@ -167,7 +167,7 @@ func TestStatusShowsSlotLag(t *testing.T) {
 	build := p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
 	metric := func() float64 {
 		var v float64 = -1
-		e2etest.WaitFor(t, "/metrics of the build process", 60*time.Second, func() (bool, error) {
+		testenv.WaitFor(t, "/metrics of the build process", 60*time.Second, func() (bool, error) {
 			_, body, err := get("http://" + addr + "/metrics")
 			for _, line := range strings.Split(body, "\n") {
 				if strings.HasPrefix(line, "decant_slot_lag_bytes ") {
@@ -185,7 +185,7 @@ func TestStatusShowsSlotLag(t *testing.T) {
 	build.term()
 	run = p.start("run-2", nil, "run", "--config", p.config)
 	p.waitConverged(3 * time.Minute)
-	e2etest.WaitFor(t, "slot lag near zero after catching up", 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "slot lag near zero after catching up", 60*time.Second, func() (bool, error) {
 		n, _ := lag()
 		return n < 64<<10, fmt.Errorf("lag %d bytes", n)
 	})

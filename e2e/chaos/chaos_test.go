@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // size is one variant of the test.
@@ -60,7 +60,7 @@ func (c *faultCounts) total() int64 {
 // and every row in the raw topics, must equal the database
 // (PRODUCT.md §6.1–3). See doc.go for sizes and knobs.
 func TestChaos(t *testing.T) {
-	e2etest.Integration(t)
+	testenv.Integration(t)
 	sz := short
 	if os.Getenv("DECANT_HEAVY") == "1" {
 		sz = heavy
@@ -78,9 +78,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d (DECANT_CHAOS_SEED), %d operations at %.0f/s", seed, sz.ops, sz.rate)
 	started := time.Now()
 
-	pg, k, es := e2etest.Postgres(t), e2etest.Kafka(t), e2etest.Elasticsearch(t)
+	pg, k, es := testenv.Postgres(t), testenv.Kafka(t), testenv.Elasticsearch(t)
 	srv := newServers(t)
-	// Runs before the e2etest cleanups (LIFO): they need every server up.
+	// Runs before the testenv cleanups (LIFO): they need every server up.
 	t.Cleanup(func() {
 		for _, kind := range serverKinds {
 			if err := srv.up(context.Background(), kind); err != nil {
@@ -88,7 +88,7 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	})
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 
 	pcfg, err := pgxpool.ParseConfig(pg.DSN)
 	if err != nil {
@@ -138,7 +138,7 @@ elasticsearch:
 mappings: [mappings/*.yaml]
 http:
   listen: ""
-`, pg.DSN, e2etest.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
+`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
 	bin, err := buildDecant(logDir)
 	if err != nil {
 		t.Fatal(err)

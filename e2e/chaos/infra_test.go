@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // repoRoot is the repository's top directory.
@@ -45,11 +45,11 @@ func newServers(t *testing.T) *servers {
 	if dir == "" {
 		dir = "/tmp/decant-infra" // as e2e/infra/common.sh and the Makefile
 	}
-	pgPort, err := localPort(e2etest.PGAdminDSN(), "DECANT_TEST_PG_DSN")
+	pgPort, err := localPort(testenv.PGAdminDSN(), "DECANT_TEST_PG_DSN")
 	if err != nil {
 		t.Fatal(err)
 	}
-	brokers := e2etest.KafkaBrokers()
+	brokers := testenv.KafkaBrokers()
 	if len(brokers) != 1 {
 		t.Fatalf("DECANT_TEST_KAFKA_BROKERS=%s: TestChaos restarts one local broker; give exactly one", strings.Join(brokers, ","))
 	}
@@ -57,7 +57,7 @@ func newServers(t *testing.T) *servers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	esPort, err := localPort(e2etest.ESURL(), "DECANT_TEST_ES_URL")
+	esPort, err := localPort(testenv.ESURL(), "DECANT_TEST_ES_URL")
 	if err != nil {
 		t.Fatal(err)
 	}

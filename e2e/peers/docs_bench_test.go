@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // docsSchema is the documents workload: customers, their orders, the
@@ -51,7 +51,7 @@ ANALYZE;`, n, 2*n, 4*n)
 // the tool's process, Redis's for pgsync, when the tool's set-up began
 // (pgsync's bootstrap; decant's process start) and the CPU seconds of
 // set-up steps that already ended.
-type docsPeer func(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (tool, helper *proc, started time.Time, setupCPU float64)
+type docsPeer func(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (tool, helper *proc, started time.Time, setupCPU float64)
 
 // docsResult is one tool's figures on the documents workload.
 type docsResult struct {
@@ -109,7 +109,7 @@ func BenchmarkPeersDocuments(b *testing.B) {
 	n := envInt("DECANT_BENCH_PEER_CUSTOMERS", 20000)
 	rate, secs := envInt("DECANT_BENCH_PEER_DOC_RATE", 5), envInt("DECANT_BENCH_PEER_DOC_SECONDS", 60)
 	changes := min(rate*secs, n)
-	k, es := e2etest.Kafka(b), e2etest.Elasticsearch(b)
+	k, es := testenv.Kafka(b), testenv.Elasticsearch(b)
 	install(b, "pgsync.sh")
 	decIndex, pgsIndex := es.Prefix+"_decant_customer", es.Prefix+"_pgsync_customer"
 	dec := runDocs(b, k, es, "decant", decIndex, n, changes, rate, startDecantRun)
@@ -150,10 +150,10 @@ func BenchmarkPeersDocuments(b *testing.B) {
 }
 
 // runDocs measures one tool on a fresh database.
-func runDocs(b *testing.B, k *e2etest.KafkaEnv, es *e2etest.ESEnv, name, index string, n, changes, rate int, start docsPeer) docsResult {
+func runDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index string, n, changes, rate int, start docsPeer) docsResult {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
-	pg := e2etest.Postgres(b)
+	ctx := testenv.Ctx(b)
+	pg := testenv.Postgres(b)
 	pg.Exec(b, docsSchema)
 	pg.Exec(b, docsSeed(n))
 	dir := filepath.Join(b.TempDir(), name)
@@ -198,9 +198,9 @@ func docsChange(perm []int, i int) (customer int, sql string, args []any) {
 // of each from its commit until a search of index returns the customer
 // document with the new value, and the tool's and the database's CPU
 // seconds meanwhile.
-func docsFreshness(b *testing.B, pg *e2etest.PG, esURL, index string, p *proc, n, changes, rate int) (latencies, float64, float64) {
+func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n, changes, rate int) (latencies, float64, float64) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	perm := rand.New(rand.NewPCG(8, 11)).Perm(n)[:changes]
 	for i := range perm {
 		perm[i]++
@@ -296,7 +296,7 @@ type searchResult struct {
 // difference.
 func compareIndexes(b *testing.B, esURL, left, right string, n int) (int, string) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	l, r := readIndex(ctx, b, esURL, left), readIndex(ctx, b, esURL, right)
 	same, first := 0, ""
 	for id := 1; id <= n; id++ {
@@ -389,11 +389,11 @@ func normalize(v any) any {
 
 // startDecantRun runs `decant run` (initial snapshot, all stages in one
 // process) with decant/customer.yaml.
-func startDecantRun(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
+func startDecantRun(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
 	writeFile(b, filepath.Join(dir, "customer.yaml"), template(b, "decant/customer.yaml", map[string]string{"INDEX": index}))
 	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_docs", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": k.Prefix + ".docs",
-		"PARTITIONS": "6", "ES_URL": e2etest.ESURL(), "MAPPING": "customer.yaml", "SNAPSHOT_MODE": "initial",
+		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "customer.yaml", "SNAPSHOT_MODE": "initial",
 	}))
 	p := startProc(b, dir, "decant-run", nil, decantBin(b), "run", "--config", cfg)
 	return p, nil, p.started, 0
@@ -402,7 +402,7 @@ func startDecantRun(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, inde
 // startPgsync starts Redis (not timed: a server, like Kafka for decant),
 // runs pgsync's bootstrap and starts `pgsync --daemon` with
 // pgsync/schema.json (e2e/peers/pgsync.sh).
-func startPgsync(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
+func startPgsync(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
 	script := filepath.Join(repoRoot(), "e2e", "peers", "pgsync.sh")
 	port := freePort(b)
 	redis := startProc(b, dir, "redis", nil, "bash", script, "redis", strconv.Itoa(port), filepath.Join(dir, "redis"))
@@ -418,7 +418,7 @@ func startPgsync(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index s
 	if err != nil {
 		b.Fatal(err)
 	}
-	esu, err := url.Parse(e2etest.ESURL())
+	esu, err := url.Parse(testenv.ESURL())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -426,7 +426,7 @@ func esCount(ctx context.Context, esURL, index string) (int, error) {
 
 // waitSlotActive waits until the replication slot exists and a process
 // streams from it.
-func waitSlotActive(tb testing.TB, p *proc, pg *e2etest.PG, slot string) {
+func waitSlotActive(tb testing.TB, p *proc, pg *testenv.PG, slot string) {
 	tb.Helper()
 	waitUntil(tb, p, p.name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		var active bool
@@ -448,7 +448,7 @@ func idleCores(p *proc) float64 {
 const writerApp = "peers-writer"
 
 // writer opens a pool on pg's database for the workload's changes.
-func writer(tb testing.TB, pg *e2etest.PG) *pgxpool.Pool {
+func writer(tb testing.TB, pg *testenv.PG) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(pg.DSN)
 	if err != nil {
@@ -466,7 +466,7 @@ func writer(tb testing.TB, pg *e2etest.PG) *pgxpool.Pool {
 // dbCPU reads the CPU seconds used so far by each PostgreSQL server process
 // connected to pg's database (backends and walsenders), by pid, except the
 // workload writer's and the one running this query.
-func dbCPU(tb testing.TB, pg *e2etest.PG) map[int]float64 {
+func dbCPU(tb testing.TB, pg *testenv.PG) map[int]float64 {
 	tb.Helper()
 	rows, err := pg.Pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND coalesce(application_name, '') <> $1`, writerApp)
@@ -490,7 +490,7 @@ func dbCPU(tb testing.TB, pg *e2etest.PG) map[int]float64 {
 
 // dbCPUSince is the database CPU used since the dbCPU reading start, by the
 // processes connected now (one that disconnected meanwhile is not counted).
-func dbCPUSince(tb testing.TB, pg *e2etest.PG, start map[int]float64) float64 {
+func dbCPUSince(tb testing.TB, pg *testenv.PG, start map[int]float64) float64 {
 	tb.Helper()
 	var total float64
 	for pid, c := range dbCPU(tb, pg) {

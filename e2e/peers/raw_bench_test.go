@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // rawSchema is the table of the raw-stream workload (as in the streamer's
@@ -37,7 +37,7 @@ const freshBase = 10_000_000
 
 // rawPeer starts one tool that streams the orders table of pg into Kafka
 // and returns its process, the topic it writes and its replication slot.
-type rawPeer func(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (p *proc, topic, slot string)
+type rawPeer func(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (p *proc, topic, slot string)
 
 // rawResult is one tool's figures on the raw-stream workload.
 type rawResult struct {
@@ -86,7 +86,7 @@ func BenchmarkPeersRawStream(b *testing.B) {
 	rows := envInt("DECANT_BENCH_PEER_ROWS", 200000)
 	rows -= rows % 10
 	rate, secs := envInt("DECANT_BENCH_PEER_RAW_RATE", 50), envInt("DECANT_BENCH_PEER_RAW_SECONDS", 40)
-	k := e2etest.Kafka(b)
+	k := testenv.Kafka(b)
 	install(b, "debezium.sh")
 	dec := runRaw(b, k, "decant", rows, rate, secs, startDecantStream)
 	dbz := runRaw(b, k, "debezium", rows, rate, secs, startDebezium)
@@ -119,10 +119,10 @@ func BenchmarkPeersRawStream(b *testing.B) {
 }
 
 // runRaw measures one tool on a fresh database.
-func runRaw(b *testing.B, k *e2etest.KafkaEnv, name string, rows, rate, secs int, start rawPeer) rawResult {
+func runRaw(b *testing.B, k *testenv.KafkaEnv, name string, rows, rate, secs int, start rawPeer) rawResult {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
-	pg := e2etest.Postgres(b)
+	ctx := testenv.Ctx(b)
+	pg := testenv.Postgres(b)
 	pg.Exec(b, rawSchema)
 	dir := filepath.Join(b.TempDir(), name)
 	p, topic, slot := start(b, pg, k, dir)
@@ -188,9 +188,9 @@ func runRaw(b *testing.B, k *e2etest.KafkaEnv, name string, rows, rate, secs int
 // rawFreshness inserts n rows, one per transaction, at rate per second and
 // returns each row's delay from its commit to its record being fetched from
 // topic, and the tool's and the database's CPU seconds meanwhile.
-func rawFreshness(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, p *proc, topic string, n, rate int) (latencies, float64, float64) {
+func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, topic string, n, rate int) (latencies, float64, float64) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	ends, err := k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
 		b.Fatal(err)
@@ -271,12 +271,12 @@ func rawFreshness(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, p *proc, to
 
 // startDecantStream runs `decant stream` (snapshot_mode never) on the
 // orders table.
-func startDecantStream(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (*proc, string, string) {
+func startDecantStream(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (*proc, string, string) {
 	prefix := k.Prefix + ".decant"
 	writeFile(b, filepath.Join(dir, "orders.yaml"), template(b, "decant/orders.yaml", nil))
 	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_raw", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": prefix,
-		"PARTITIONS": "6", "ES_URL": e2etest.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
+		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
 	}))
 	p := startProc(b, dir, "decant-stream", nil, decantBin(b), "stream", "--config", cfg)
 	return p, prefix + ".raw.public.orders", "decant_raw"
@@ -284,7 +284,7 @@ func startDecantStream(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir st
 
 // startDebezium runs the Debezium PostgreSQL connector on a Kafka Connect
 // standalone worker (e2e/peers/debezium.sh run).
-func startDebezium(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (*proc, string, string) {
+func startDebezium(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (*proc, string, string) {
 	u, err := url.Parse(pg.DSN)
 	if err != nil {
 		b.Fatal(err)

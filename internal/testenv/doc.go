@@ -1,4 +1,4 @@
-// Package e2etest gives tests real servers: a fresh PostgreSQL database, a
+// Package testenv gives tests real servers: a fresh PostgreSQL database, a
 // Kafka topic prefix and an Elasticsearch index prefix per test, plus wait
 // helpers that name what they wait for.
 //
@@ -16,9 +16,9 @@
 // unit-test phase of `make test`.
 //
 //	func TestSomething(t *testing.T) {
-//		pg := e2etest.Postgres(t)       // fresh database, dropped at cleanup
-//		k := e2etest.Kafka(t)           // unique topic prefix, topics deleted at cleanup
-//		es := e2etest.Elasticsearch(t)  // unique index prefix, indexes deleted at cleanup
-//		e2etest.WaitFor(t, "document indexed", 30*time.Second, func() (bool, error) { … })
+//		pg := testenv.Postgres(t)       // fresh database, dropped at cleanup
+//		k := testenv.Kafka(t)           // unique topic prefix, topics deleted at cleanup
+//		es := testenv.Elasticsearch(t)  // unique index prefix, indexes deleted at cleanup
+//		testenv.WaitFor(t, "document indexed", 30*time.Second, func() (bool, error) { … })
 //	}
-package e2etest
+package testenv
