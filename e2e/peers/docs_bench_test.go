@@ -269,7 +269,7 @@ func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n
 		mu.Lock()
 		missing := len(pending)
 		mu.Unlock()
-		b.Fatalf("%d of %d changes never became searchable in %s\n%s", missing, changes, index, p.tail())
+		b.Fatalf("%d of %d changes never became searchable in %s\n%s", missing, changes, index, p.Tail(40))
 	}
 	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
 	mu.Lock()
@@ -390,12 +390,12 @@ func normalize(v any) any {
 // startDecantRun runs `decant run` (initial snapshot, all stages in one
 // process) with decant/customer.yaml.
 func startDecantRun(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
-	writeFile(b, filepath.Join(dir, "customer.yaml"), template(b, "decant/customer.yaml", map[string]string{"INDEX": index}))
-	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
+	testenv.WriteFile(b, filepath.Join(dir, "customer.yaml"), template(b, "decant/customer.yaml", map[string]string{"INDEX": index}))
+	cfg := testenv.WriteFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_docs", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": k.Prefix + ".docs",
 		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "customer.yaml", "SNAPSHOT_MODE": "initial",
 	}))
-	p := startProc(b, dir, "decant-run", nil, decantBin(b), "run", "--config", cfg)
+	p := startProc(b, dir, "decant-run", testenv.DecantCmd(b, nil, "run", "--config", cfg))
 	return p, nil, p.started, 0
 }
 
@@ -403,17 +403,17 @@ func startDecantRun(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, inde
 // runs pgsync's bootstrap and starts `pgsync --daemon` with
 // pgsync/schema.json (e2e/peers/pgsync.sh).
 func startPgsync(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
-	script := filepath.Join(repoRoot(), "e2e", "peers", "pgsync.sh")
-	port := freePort(b)
-	redis := startProc(b, dir, "redis", nil, "bash", script, "redis", strconv.Itoa(port), filepath.Join(dir, "redis"))
-	waitUntil(b, redis, "redis to listen on 127.0.0.1:"+strconv.Itoa(port), time.Minute, 50*time.Millisecond, func() (bool, error) {
-		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	script := filepath.Join(testenv.RepoRoot(), "e2e", "peers", "pgsync.sh")
+	port := freePortNumber(b)
+	redis := startProc(b, dir, "redis", command(nil, "bash", script, "redis", port, filepath.Join(dir, "redis")))
+	waitUntil(b, redis, "redis to listen on 127.0.0.1:"+port, time.Minute, 50*time.Millisecond, func() (bool, error) {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil, err
 	})
-	schema := writeFile(b, filepath.Join(dir, "schema.json"), template(b, "pgsync/schema.json", map[string]string{"DATABASE": pg.Name, "INDEX": index}))
+	schema := testenv.WriteFile(b, filepath.Join(dir, "schema.json"), template(b, "pgsync/schema.json", map[string]string{"DATABASE": pg.Name, "INDEX": index}))
 	u, err := url.Parse(pg.DSN)
 	if err != nil {
 		b.Fatal(err)
@@ -425,7 +425,7 @@ func startPgsync(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index s
 	env := []string{
 		"PG_HOST=" + u.Hostname(), "PG_PORT=" + u.Port(), "PG_USER=" + u.User.Username(),
 		"ELASTICSEARCH_SCHEME=" + esu.Scheme, "ELASTICSEARCH_HOST=" + esu.Hostname(), "ELASTICSEARCH_PORT=" + esu.Port(),
-		"REDIS_HOST=127.0.0.1", "REDIS_PORT=" + strconv.Itoa(port), "CHECKPOINT_PATH=" + dir + "/",
+		"REDIS_HOST=127.0.0.1", "REDIS_PORT=" + port, "CHECKPOINT_PATH=" + dir + "/",
 	}
 	// pgsync gives up (exits) when one bulk request takes longer than its
 	// 10s default; the shared test node can stall that long under other
@@ -433,12 +433,12 @@ func startPgsync(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index s
 	if os.Getenv("ELASTICSEARCH_TIMEOUT") == "" {
 		env = append(env, "ELASTICSEARCH_TIMEOUT=120")
 	}
-	boot := startProc(b, dir, "pgsync-bootstrap", env, "bash", script, "bootstrap", "--config", schema)
-	<-boot.done
-	if code := boot.cmd.ProcessState.ExitCode(); code != 0 {
-		b.Fatalf("pgsync bootstrap exited %d\n%s", code, boot.tail())
+	boot := startProc(b, dir, "pgsync-bootstrap", command(env, "bash", script, "bootstrap", "--config", schema))
+	<-boot.Done()
+	if code := boot.Cmd.ProcessState.ExitCode(); code != 0 {
+		b.Fatalf("pgsync bootstrap exited %d\n%s", code, boot.Tail(40))
 	}
-	bootCPU := (boot.cmd.ProcessState.UserTime() + boot.cmd.ProcessState.SystemTime()).Seconds()
-	p := startProc(b, dir, "pgsync", env, "bash", script, "sync", "--config", schema, "--daemon")
+	bootCPU := (boot.Cmd.ProcessState.UserTime() + boot.Cmd.ProcessState.SystemTime()).Seconds()
+	p := startProc(b, dir, "pgsync", command(env, "bash", script, "sync", "--config", schema, "--daemon"))
 	return p, redis, boot.started, bootCPU
 }

@@ -13,11 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,47 +35,18 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-var (
-	buildOnce sync.Once
-	binPath   = filepath.Join(os.TempDir(), fmt.Sprintf("decant-peers-%d", os.Getpid()))
-	buildErr  error
-)
-
 // TestMain removes the decant binary built for this run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	_ = os.Remove(binPath)
+	testenv.RemoveDecant()
 	os.Exit(code)
-}
-
-// decantBin builds ./cmd/decant once per run (into a file of its own, so
-// that a bin/decant in use elsewhere is left alone) and returns its path.
-func decantBin(tb testing.TB) string {
-	tb.Helper()
-	buildOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/decant")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/decant: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // install runs `bash e2e/peers/SCRIPT install` (idempotent: a no-op once
 // the peer is installed).
 func install(tb testing.TB, script string) {
 	tb.Helper()
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "e2e", "peers", script), "install")
+	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "e2e", "peers", script), "install")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("%s install: %v\n%s", script, err, out)
 	}
@@ -90,7 +59,7 @@ var placeholder = regexp.MustCompile(`@[A-Z_]+@`)
 // value; one left outside a # comment fails the benchmark.
 func template(tb testing.TB, name string, vars map[string]string) string {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), "e2e", "peers", name))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "e2e", "peers", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -106,110 +75,45 @@ func template(tb testing.TB, name string, vars map[string]string) string {
 	return s
 }
 
-func writeFile(tb testing.TB, path, content string) string {
-	tb.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	return path
-}
-
-// freePort returns a free port on 127.0.0.1.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // proc is a child process whose CPU time and memory are measured from /proc.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	log     string
+	*testenv.Proc
 	started time.Time
-	done    chan struct{}
 }
 
-// startProc runs argv in dir with env added to this process's environment
-// (for decant without the DECANT_ variables but the test's: it refuses
-// unknown ones), output to dir/NAME.log. The process is killed if the benchmark process dies, and
-// stopped at cleanup.
-func startProc(tb testing.TB, dir, name string, env []string, argv ...string) *proc {
+// startProc runs cmd in dir, output to dir/NAME.log. The process is killed
+// if the benchmark process dies, and stopped at cleanup.
+func startProc(tb testing.TB, dir, name string, cmd *exec.Cmd) *proc {
 	tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	isDecant := argv[0] == binPath
-	for _, kv := range os.Environ() {
-		if !isDecant || !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		tb.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, started: started, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	tb.Cleanup(func() { p.stop() })
+	p := &proc{Proc: testenv.Start(tb, name, filepath.Join(dir, name+".log"), cmd), started: started}
+	tb.Cleanup(p.stop)
 	return p
 }
 
-// exited reports whether the process has ended.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+// command is argv with env added to this process's environment (decant
+// itself is started with testenv.DecantCmd: it refuses unknown DECANT_
+// variables, which the peers' scripts read).
+func command(env []string, argv ...string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
 }
 
-// stop sends SIGTERM (and SIGCONT, in case it is paused) and waits up to
+// stop sends SIGCONT (in case it is paused) and SIGTERM, and waits up to
 // 30s before SIGKILL. Idempotent.
 func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Signal(syscall.SIGCONT)
+	p.Term(30 * time.Second)
 }
 
-func (p *proc) pause()  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
-func (p *proc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
-
-// tail is the end of the process's log, for failure messages.
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return fmt.Sprintf("last lines of %s (%s):\n%s", p.name, p.log, b)
-}
+func (p *proc) pause()  { p.Signal(syscall.SIGSTOP) }
+func (p *proc) resume() { p.Signal(syscall.SIGCONT) }
 
 // tree is the process and its descendants.
 func (p *proc) tree() []int {
@@ -225,7 +129,7 @@ func (p *proc) tree() []int {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	out := []int{p.cmd.Process.Pid}
+	out := []int{p.Pid()}
 	for i := 0; i < len(out); i++ {
 		out = append(out, children[out[i]]...)
 	}
@@ -268,15 +172,8 @@ func (p *proc) cpu() float64 {
 func (p *proc) peakRSS() int64 {
 	var total int64
 	for _, pid := range p.tree() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				total += kb << 10
-			}
+		if n, err := testenv.PeakRSS(pid); err == nil {
+			total += n
 		}
 	}
 	return total
@@ -297,13 +194,13 @@ func waitUntil(tb testing.TB, p *proc, what string, timeout, interval time.Durat
 		if err != nil {
 			last = err
 		}
-		if p != nil && p.exited() {
-			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.name, what, last, p.tail())
+		if p != nil && p.Exited() {
+			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.Name, what, last, p.Tail(40))
 		}
 		if time.Now().After(deadline) {
 			msg := ""
 			if p != nil {
-				msg = p.tail()
+				msg = p.Tail(40)
 			}
 			tb.Fatalf("timed out after %s waiting for %s (last error: %v)\n%s", timeout, what, last, msg)
 		}
@@ -428,7 +325,7 @@ func esCount(ctx context.Context, esURL, index string) (int, error) {
 // streams from it.
 func waitSlotActive(tb testing.TB, p *proc, pg *testenv.PG, slot string) {
 	tb.Helper()
-	waitUntil(tb, p, p.name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
+	waitUntil(tb, p, p.Name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		var active bool
 		err := pg.Pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
 		return active, err
@@ -497,4 +394,10 @@ func dbCPUSince(tb testing.TB, pg *testenv.PG, start map[int]float64) float64 {
 		total += c - start[pid]
 	}
 	return total
+}
+
+// freePortNumber is the port number of a free 127.0.0.1 port.
+func freePortNumber(tb testing.TB) string {
+	_, port, _ := net.SplitHostPort(testenv.FreePort(tb))
+	return port
 }

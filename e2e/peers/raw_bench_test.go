@@ -255,7 +255,7 @@ func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, to
 			}
 		}
 		mu.Unlock()
-		b.Fatalf("%d of %d fresh rows never reached %s\n%s", missing, n, topic, p.tail())
+		b.Fatalf("%d of %d fresh rows never reached %s\n%s", missing, n, topic, p.Tail(40))
 	}
 	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
 	mu.Lock()
@@ -273,12 +273,12 @@ func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, to
 // orders table.
 func startDecantStream(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (*proc, string, string) {
 	prefix := k.Prefix + ".decant"
-	writeFile(b, filepath.Join(dir, "orders.yaml"), template(b, "decant/orders.yaml", nil))
-	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
+	testenv.WriteFile(b, filepath.Join(dir, "orders.yaml"), template(b, "decant/orders.yaml", nil))
+	cfg := testenv.WriteFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_raw", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": prefix,
 		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
 	}))
-	p := startProc(b, dir, "decant-stream", nil, decantBin(b), "stream", "--config", cfg)
+	p := startProc(b, dir, "decant-stream", testenv.DecantCmd(b, nil, "stream", "--config", cfg))
 	return p, prefix + ".raw.public.orders", "decant_raw"
 }
 
@@ -291,12 +291,12 @@ func startDebezium(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string
 	}
 	prefix := k.Prefix + ".dbz"
 	vars := map[string]string{
-		"BROKERS": strings.Join(k.Brokers, ","), "DIR": dir, "REST_PORT": fmt.Sprint(freePort(b)),
+		"BROKERS": strings.Join(k.Brokers, ","), "DIR": dir, "REST_PORT": freePortNumber(b),
 		"NAME": "bench-" + pg.Name, "PG_HOST": u.Hostname(), "PG_PORT": u.Port(), "PG_USER": u.User.Username(),
 		"PG_DATABASE": strings.TrimPrefix(u.Path, "/"), "TOPIC_PREFIX": prefix, "SLOT": "dbz_raw",
 		"PUBLICATION": "dbz", "PARTITIONS": "6",
 	}
-	worker := writeFile(b, filepath.Join(dir, "worker.properties"), template(b, "debezium/worker.properties", vars))
+	worker := testenv.WriteFile(b, filepath.Join(dir, "worker.properties"), template(b, "debezium/worker.properties", vars))
 	props := template(b, "debezium/connector.properties", vars)
 	for kv := range strings.SplitSeq(os.Getenv("DECANT_BENCH_DEBEZIUM_PROPS"), ";") {
 		if kv = strings.TrimSpace(kv); kv != "" {
@@ -304,7 +304,7 @@ func startDebezium(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string
 			b.Logf("debezium: added %s to connector.properties", kv)
 		}
 	}
-	conn := writeFile(b, filepath.Join(dir, "connector.properties"), props)
-	p := startProc(b, dir, "debezium", nil, "bash", filepath.Join(repoRoot(), "e2e", "peers", "debezium.sh"), "run", worker, conn)
+	conn := testenv.WriteFile(b, filepath.Join(dir, "connector.properties"), props)
+	p := startProc(b, dir, "debezium", command(nil, "bash", filepath.Join(testenv.RepoRoot(), "e2e", "peers", "debezium.sh"), "run", worker, conn))
 	return p, prefix + ".public.orders", "dbz_raw"
 }
