@@ -50,7 +50,7 @@ func TestResolverKillNine(t *testing.T) {
 	resSeed(t, e, 100)
 	e.startStreamer()
 	polled := t.TempDir()
-	stages := &resKillable{e: e, polled: polled, current: map[string]*resChild{}, gens: map[string]int{}, kills: map[string]int{}}
+	stages := &resKillable{e: e, polled: polled, current: map[string]*testenv.Proc{}, gens: map[string]int{}, kills: map[string]int{}}
 	for _, s := range []string{"map", "build"} {
 		if err := stages.start(s); err != nil {
 			t.Fatal(err)
@@ -100,8 +100,8 @@ func TestResolverKillNine(t *testing.T) {
 	e.waitQuiet(5 * time.Minute)
 	converged := time.Now()
 	for _, s := range []string{"map", "build"} {
-		if c := stages.current[s]; c.exited() {
-			t.Fatalf("%s exited on its own: %v\n%s", c.name, c.err, c.logTail(30))
+		if c := stages.current[s]; c.Exited() {
+			t.Fatalf("%s exited on its own: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
 	}
 	t.Logf("converged %s after the last restart, %s after the end of the workload",
@@ -117,7 +117,7 @@ type resKillable struct {
 	e       *resEnv
 	polled  string // directory of the polled-record logs
 	mu      sync.Mutex
-	current map[string]*resChild
+	current map[string]*testenv.Proc
 	gens    map[string]int
 	kills   map[string]int
 	history []string
@@ -188,13 +188,13 @@ func (k *resKillable) killLoop(ctx context.Context, stage string, r *rand.Rand, 
 			return ctx.Err()
 		case <-time.After(wait):
 		}
-		if c.exited() {
-			return fmt.Errorf("%s exited on its own before its kill: %v\n%s", c.name, c.err, c.logTail(30))
+		if c.Exited() {
+			return fmt.Errorf("%s exited on its own before its kill: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
-		c.kill()
+		c.Kill()
 		k.mu.Lock()
 		k.kills[stage]++
-		k.history = append(k.history, fmt.Sprintf("%s killed %s %s", c.name, wait.Round(time.Millisecond), how))
+		k.history = append(k.history, fmt.Sprintf("%s killed %s %s", c.Name, wait.Round(time.Millisecond), how))
 		k.mu.Unlock()
 		if err := k.start(stage); err != nil {
 			return err
@@ -216,7 +216,7 @@ func (k *resKillable) report(t *testing.T) func() {
 		t.Logf("kill history: %v", k.history)
 		if t.Failed() {
 			for _, c := range k.current {
-				t.Logf("last lines of %s:\n%s", c.name, c.logTail(20))
+				t.Logf("last lines of %s:\n%s", c.Name, c.Tail(20))
 			}
 		}
 	}

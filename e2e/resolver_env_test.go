@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -210,37 +209,6 @@ func (e *resEnv) topics() (raw, refs []string) {
 	return raw, refs
 }
 
-// groupLag is the records of topics not yet committed by group.
-func (e *resEnv) groupLag(ctx context.Context, group string, topics []string) (int64, error) {
-	ends, err := e.k.Admin.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	starts, err := e.k.Admin.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	committed, err := e.k.Admin.FetchOffsets(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
-		}
-		at := int64(0)
-		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
-			at = s.Offset
-		}
-		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
-			at = c.At
-		}
-		lag += o.Offset - at
-	})
-	return lag, nil
-}
-
 // waitQuiet waits until every change committed so far is in the sinks:
 // the slot confirmed the current WAL position (every change is in the raw
 // topics), then the map group committed every raw record (every ref is in
@@ -270,7 +238,7 @@ func (e *resEnv) waitQuiet(timeout time.Duration) {
 		topics []string
 	}{{e.k.Prefix + ".map", raw}, {e.k.Prefix + ".build", refs}} {
 		testenv.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
-			lag, err := e.groupLag(ctx, w.group, w.topics)
+			lag, err := testenv.GroupLag(ctx, e.k.Admin, w.group, w.topics...)
 			return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
 		})
 	}
@@ -481,11 +449,6 @@ func resReport(t *testing.T, problems []string) {
 
 // Stages as child processes, so that tests can kill -9 them and read
 // their peak memory. TestMain turns the test binary into one stage when
-// resChildEnv holds a resChildSpec.
-
-// resChildEnv carries the spec of a stage run as a child process.
-const resChildEnv = "DECANT_TEST_RESOLVER_CHILD"
-
 // resChildSpec is what a child stage needs: the same settings as the
 // in-process stages of resEnv.
 type resChildSpec struct {
@@ -505,16 +468,18 @@ type resChildSpec struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(resChildEnv); spec != "" {
+	if spec := os.Getenv(testenv.ChildEnv); spec != "" {
 		os.Exit(resRunChild(spec))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.RemoveDecant()
+	os.Exit(code)
 }
 
 func resRunChild(spec string) int {
 	var c resChildSpec
 	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, resChildEnv+":", err)
+		fmt.Fprintln(os.Stderr, testenv.ChildEnv+":", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -620,45 +585,17 @@ func (h *resPolledLog) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
 	_, _ = fmt.Fprintf(h.f, "%s %d %d\n", r.Topic, r.Partition, r.Offset)
 }
 
-// resChild is a stage running in a child process.
-type resChild struct {
-	name string // e.g. map#3
-	cmd  *exec.Cmd
-	log  string // path of its stderr
-	done chan struct{}
-	err  error // Wait's result, once done is closed
-}
-
 // startChild runs stage ("map" or "build") in a child process; gen
 // numbers the restarts in file names. polled, when set, receives the
 // stage's consumed records (resChildSpec.Polled). It returns an error
 // instead of failing so that it can be called from any goroutine.
-func (e *resEnv) startChild(stage string, gen int, polled string) (*resChild, error) {
+func (e *resEnv) startChild(stage string, gen int, polled string) (*testenv.Proc, error) {
 	spec, err := json.Marshal(resChildSpec{Stage: stage, DSN: e.pg.DSN, Brokers: e.k.Brokers, Prefix: e.k.Prefix, ESURL: e.es.URL,
 		Mapping: e.mapping, Partitions: e.cfg.Partitions, BatchSize: e.cfg.BatchSize, Polled: polled})
 	if err != nil {
 		return nil, err
 	}
-	c := &resChild{name: fmt.Sprintf("%s#%d", stage, gen), done: make(chan struct{})}
-	c.log = filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen))
-	logf, err := os.Create(c.log)
-	if err != nil {
-		return nil, err
-	}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), resChildEnv+"="+string(spec))
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	if err := c.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", c.name, err)
-	}
-	go func() { c.err = c.cmd.Wait(); logf.Close(); close(c.done) }()
-	e.t.Cleanup(func() {
-		if !c.exited() {
-			c.kill()
-		}
-	})
-	return c, nil
+	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen)), string(spec))
 }
 
 // logDir is a directory for child logs that survives the test when
@@ -679,55 +616,12 @@ func (e *resEnv) logDir() string {
 	return e.childLogs
 }
 
-func (c *resChild) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (c *resChild) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-// term sends SIGTERM and waits up to a minute for a clean exit; it
+// resTerm sends SIGTERM and waits up to a minute for a clean exit; it
 // returns the exit error.
-func (c *resChild) term() error {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return c.err
-	case <-time.After(time.Minute):
-		c.kill()
-		return fmt.Errorf("%s did not stop within a minute of SIGTERM", c.name)
+func resTerm(c *testenv.Proc) error {
+	c.Term(time.Minute)
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("after SIGTERM: %w", err)
 	}
-}
-
-// peakRSS returns the process's peak resident set size (VmHWM) in bytes.
-func (c *resChild) peakRSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", c.cmd.Process.Pid)
-}
-
-// logTail is the last lines of the child's log, for failure messages.
-func (c *resChild) logTail(lines int) string {
-	b, _ := os.ReadFile(c.log)
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
+	return nil
 }

@@ -99,9 +99,9 @@ ANALYZE;`, n, n, resFanOthers))
 		t.Fatalf("after the initial load Elasticsearch has %d line documents, want %d", got, total)
 	}
 	loadMap, loadBuild := resPeak(t, mapper), resPeak(t, builder)
-	for _, c := range []*resChild{mapper, builder} {
-		if err := c.term(); err != nil {
-			t.Fatalf("%s: %v\n%s", c.name, err, c.logTail(20))
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if err := resTerm(c); err != nil {
+			t.Fatalf("%s: %v\n%s", c.Name, err, c.Tail(20))
 		}
 	}
 
@@ -118,9 +118,9 @@ ANALYZE;`, n, n, resFanOthers))
 	e.waitQuiet(resFanTimeout(n))
 	took := time.Since(started)
 	fanMap, fanBuild := resPeak(t, mapper), resPeak(t, builder)
-	for _, c := range []*resChild{mapper, builder} {
-		if c.exited() {
-			t.Fatalf("%s exited: %v\n%s", c.name, c.err, c.logTail(30))
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if c.Exited() {
+			t.Fatalf("%s exited: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
 	}
 	t.Logf("fan-out to %d documents: %s (%.0f docs/s)", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
@@ -184,14 +184,14 @@ func resFanTimeout(n int) time.Duration {
 }
 
 // resPeak reads a live child's peak RSS.
-func resPeak(t *testing.T, c *resChild) int64 {
+func resPeak(t *testing.T, c *testenv.Proc) int64 {
 	t.Helper()
-	if c.exited() {
-		t.Fatalf("%s exited: %v\n%s", c.name, c.err, c.logTail(30))
+	if c.Exited() {
+		t.Fatalf("%s exited: %v\n%s", c.Name, c.Err(), c.Tail(30))
 	}
-	rss, err := c.peakRSS()
+	rss, err := c.PeakRSS()
 	if err != nil {
-		t.Fatalf("%s: %v", c.name, err)
+		t.Fatalf("%s: %v", c.Name, err)
 	}
 	return rss
 }
