@@ -53,6 +53,13 @@ func (c *faultCounts) total() int64 {
 	return c.kill9.Load() + c.kafka.Load() + c.es.Load() + c.pg.Load() + c.rebalance.Load()
 }
 
+// TestMain removes the decant binary built for this run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveDecant()
+	os.Exit(code)
+}
+
 // TestChaos: a random workload on the shop schema runs while decant's
 // stage processes are killed with -9 and restarted, Kafka, Elasticsearch
 // and PostgreSQL are restarted, and consumer groups rebalance. Afterwards
@@ -139,10 +146,7 @@ mappings: [mappings/*.yaml]
 http:
   listen: ""
 `, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
-	bin, err := buildDecant(logDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.Decant(t)
 
 	v := &validator{pool: pool, adm: k.Admin, brokers: k.Brokers, prefix: k.Prefix, esURL: es.URL,
 		alias: func(agg string) string { return es.Prefix + "-" + agg }}
@@ -469,40 +473,12 @@ func (v *validator) quiet(ctx context.Context, target uint64) (bool, string) {
 		group  string
 		topics []string
 	}{{v.prefix + ".map", raw}, {v.prefix + ".build", refs}} {
-		lag, err := v.groupLag(ctx, g.group, g.topics)
+		lag, err := testenv.GroupLag(ctx, v.adm, g.group, g.topics...)
 		if err != nil || lag > 0 {
 			return false, fmt.Sprintf("group %s: lag %d %v", g.group, lag, err)
 		}
 	}
 	return true, ""
-}
-
-// groupLag is the records of topics that group has not committed.
-func (v *validator) groupLag(ctx context.Context, group string, topics []string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ends, err := v.adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	committed, err := v.adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	for _, topic := range topics {
-		for _, o := range ends[topic] {
-			if o.Err != nil {
-				return 0, o.Err
-			}
-			at := int64(0)
-			if c, ok := committed.Lookup(topic, o.Partition); ok && c.Err == nil {
-				at = c.At
-			}
-			lag += max(0, o.Offset-at)
-		}
-	}
-	return lag, nil
 }
 
 // reportFailure fails the test with every mismatch (the first 40 in full)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // The oracles build each document by hand from the tables, independently
@@ -385,69 +385,19 @@ type esDoc struct {
 // esDocs reads every document of alias (after a refresh), keyed by the
 // aggregate id object built from _id (ids are single integer columns).
 func (v *validator) esDocs(ctx context.Context, alias string, source bool) (map[string]esDoc, error) {
-	if _, err := v.es(ctx, "POST", "/"+alias+"/_refresh", nil); err != nil {
+	hits, err := testenv.ESHits(ctx, v.esURL, alias, source)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]esDoc{}
-	var after json.RawMessage
-	for {
-		body := map[string]any{"size": 5000, "sort": []string{"_doc"}, "version": true, "_source": source}
-		if after != nil {
-			body["search_after"] = after
+	for _, h := range hits {
+		d := esDoc{version: h.Version}
+		if source {
+			d.source = mustCanon(h.Source)
 		}
-		raw, err := v.es(ctx, "POST", "/"+alias+"/_search", body)
-		if err != nil {
-			return nil, err
-		}
-		var sr struct {
-			Hits struct {
-				Hits []struct {
-					ID      string          `json:"_id"`
-					Version int64           `json:"_version"`
-					Source  json.RawMessage `json:"_source"`
-					Sort    json.RawMessage `json:"sort"`
-				} `json:"hits"`
-			} `json:"hits"`
-		}
-		if err := json.Unmarshal(raw, &sr); err != nil {
-			return nil, fmt.Errorf("search %s: %w", alias, err)
-		}
-		if len(sr.Hits.Hits) == 0 {
-			return out, nil
-		}
-		for _, h := range sr.Hits.Hits {
-			d := esDoc{version: h.Version}
-			if source {
-				d.source = mustCanon(h.Source)
-			}
-			out[`{"id":`+h.ID+`}`] = d
-		}
-		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+		out[`{"id":`+h.ID+`}`] = d
 	}
-}
-
-// es sends one request and returns the body of a 2xx answer.
-func (v *validator) es(ctx context.Context, method, path string, body any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, v.esURL+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch %s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("elasticsearch %s %s: %s: %.300s", method, path, res.Status, b)
-	}
-	return b, nil
+	return out, nil
 }
 
 // versionWatch samples the Elasticsearch versions of every document while

@@ -227,7 +227,7 @@ func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n
 				continue
 			}
 			var r searchResult
-			_, err := esDo(pctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search",
+			_, err := testenv.ESRequest(pctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search",
 				map[string]any{"size": len(ids), "query": map[string]any{"ids": map[string]any{"values": ids}}}, &r)
 			now := time.Now()
 			if err != nil {
@@ -316,35 +316,22 @@ func compareIndexes(b *testing.B, esURL, left, right string, n int) (int, string
 	return same, first
 }
 
-// readIndex returns every document of index by _id, paging by the "id" field.
+// readIndex returns every document of index by _id.
 func readIndex(ctx context.Context, b *testing.B, esURL, index string) map[string]any {
 	b.Helper()
-	if _, err := esDo(ctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_refresh", nil, nil); err != nil {
+	hits, err := testenv.ESHits(ctx, esURL, url.PathEscape(index), true)
+	if err != nil {
 		b.Fatal(err)
 	}
 	out := map[string]any{}
-	var after []any
-	for {
-		q := map[string]any{"size": 5000, "sort": []any{map[string]any{"id": "asc"}}}
-		if after != nil {
-			q["search_after"] = after
-		}
-		var r searchResult
-		if _, err := esDo(ctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search", q, &r); err != nil {
+	for _, h := range hits {
+		var v any
+		if err := json.Unmarshal(h.Source, &v); err != nil {
 			b.Fatal(err)
 		}
-		if len(r.Hits.Hits) == 0 {
-			return out
-		}
-		for _, h := range r.Hits.Hits {
-			var v any
-			if err := json.Unmarshal(h.Source, &v); err != nil {
-				b.Fatal(err)
-			}
-			out[h.ID] = v
-		}
-		after = r.Hits.Hits[len(r.Hits.Hits)-1].Sort
+		out[h.ID] = v
 	}
+	return out
 }
 
 // normalize makes two encodings of one document comparable: pgsync's

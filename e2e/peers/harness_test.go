@@ -3,9 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -275,46 +273,12 @@ func schedule(ctx context.Context, tb testing.TB, n, rate int, do func(i int) er
 	}
 }
 
-// esDo sends a JSON request to Elasticsearch and decodes the answer into out
-// (when not nil). It returns the status code.
-func esDo(ctx context.Context, method, u string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return res.StatusCode, err
-	}
-	if res.StatusCode >= 300 {
-		return res.StatusCode, fmt.Errorf("%s %s: %s: %.300s", method, u, res.Status, b)
-	}
-	if out != nil {
-		return res.StatusCode, json.Unmarshal(b, out)
-	}
-	return res.StatusCode, nil
-}
-
 // esCount is the number of searchable documents in index (0 while missing).
 func esCount(ctx context.Context, esURL, index string) (int, error) {
 	var r struct {
 		Count int `json:"count"`
 	}
-	code, err := esDo(ctx, http.MethodGet, esURL+"/"+url.PathEscape(index)+"/_count", nil, &r)
+	code, err := testenv.ESRequest(ctx, http.MethodGet, esURL+"/"+url.PathEscape(index)+"/_count", nil, &r)
 	if code == http.StatusNotFound {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,27 +50,88 @@ func Canonical(b []byte) string {
 	return string(c)
 }
 
-// ESDocs reads every document of an index or alias (after a refresh, at
-// most 10,000): _id → canonical _source.
-func ESDocs(esURL, alias string) (map[string]string, error) {
-	_, _, _ = Get(esURL + "/" + alias + "/_refresh")
-	code, body, err := Get(esURL + "/" + alias + "/_search?size=10000")
-	if err != nil || code != 200 {
-		return nil, fmt.Errorf("search %s: %d %v %.200s", alias, code, err, body)
+// ESRequest sends a request with body (JSON-encoded when not nil) to
+// Elasticsearch and decodes the answer into out (when not nil). It returns
+// the status code; an answer that is not 2xx is an error.
+func ESRequest(ctx context.Context, method, url string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
 	}
-	var sr struct {
-		Hits struct {
-			Hits []struct {
-				ID     string          `json:"_id"`
-				Source json.RawMessage `json:"_source"`
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("elasticsearch %s %s: %w", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if res.StatusCode/100 != 2 {
+		return res.StatusCode, fmt.Errorf("elasticsearch %s %s: %s: %.300s", method, url, res.Status, b)
+	}
+	if out != nil {
+		return res.StatusCode, json.Unmarshal(b, out)
+	}
+	return res.StatusCode, nil
+}
+
+// Hit is one document read by ESHits.
+type Hit struct {
+	ID      string          `json:"_id"`
+	Version int64           `json:"_version"`
+	Source  json.RawMessage `json:"_source"` // nil unless asked for
+	Sort    json.RawMessage `json:"sort"`
+}
+
+// ESHits reads every document of an index or alias after a refresh, in
+// pages of 5,000 (search_after), with its version and, when source is
+// set, its _source.
+func ESHits(ctx context.Context, esURL, alias string, source bool) ([]Hit, error) {
+	if _, err := ESRequest(ctx, http.MethodPost, esURL+"/"+alias+"/_refresh", nil, nil); err != nil {
+		return nil, err
+	}
+	var out []Hit
+	var after json.RawMessage
+	for {
+		body := map[string]any{"size": 5000, "sort": []string{"_doc"}, "version": true, "_source": source}
+		if after != nil {
+			body["search_after"] = after
+		}
+		var sr struct {
+			Hits struct {
+				Hits []Hit `json:"hits"`
 			} `json:"hits"`
-		} `json:"hits"`
+		}
+		if _, err := ESRequest(ctx, http.MethodPost, esURL+"/"+alias+"/_search", body, &sr); err != nil {
+			return nil, fmt.Errorf("search %s: %w", alias, err)
+		}
+		if len(sr.Hits.Hits) == 0 {
+			return out, nil
+		}
+		out = append(out, sr.Hits.Hits...)
+		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
 	}
-	if err := json.Unmarshal([]byte(body), &sr); err != nil {
-		return nil, fmt.Errorf("search %s: %w", alias, err)
+}
+
+// ESDocs reads every document of an index or alias (after a refresh):
+// _id → canonical _source.
+func ESDocs(esURL, alias string) (map[string]string, error) {
+	hits, err := ESHits(context.Background(), esURL, alias, true)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]string{}
-	for _, h := range sr.Hits.Hits {
+	for _, h := range hits {
 		out[h.ID] = Canonical(h.Source)
 	}
 	return out, nil
@@ -188,4 +250,3 @@ func GroupLag(ctx context.Context, adm *kadm.Client, group string, topics ...str
 	}
 	return lag, nil
 }
-
