@@ -502,4 +502,3 @@ func freshCPU(tb testing.TB, pid int) float64 {
 	s, _ := strconv.ParseFloat(f[12], 64)
 	return (u + s) / 100
 }
-
