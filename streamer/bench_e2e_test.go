@@ -130,7 +130,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			t.ReportMetric(ours, "rows/s")
 			t.ReportMetric(cpuPer1k, "cpu-s/1k-rows")
 			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB %s\n",
-				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, vmHWM(t, os.Getpid())>>20, runs(took, kinds))
+				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, peakRSS(t, os.Getpid())>>20, runs(took, kinds))
 		})
 	}
 }
