@@ -123,16 +123,9 @@ func TestMain(m *testing.M) {
 type pipeline struct{ *testenv.Pipeline }
 
 // shop: documents are categories with their items (one-to-many through
-// items.category_id, so items needs REPLICA IDENTITY FULL). items.blob is
-// not mapped: it only makes raw events large.
+// items.category_id).
 var shop = testenv.PipelineSpec{
-	Schema: `
-CREATE TABLE categories (id int PRIMARY KEY, title text NOT NULL);
-CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, category_id int REFERENCES categories(id), blob text);
-CREATE INDEX ON items (category_id);
-ALTER TABLE items REPLICA IDENTITY FULL;
-INSERT INTO categories VALUES (1, 'tools'), (2, 'toys');
-`,
+	Schema:    testenv.ItemsSchema,
 	Aggregate: "category",
 	Mapping: `version: 1
 schema: public
@@ -166,6 +159,34 @@ func newPipelineVia(t *testing.T, pgAddr, esAddr string) *pipeline {
 	spec := shop
 	spec.PGAddr, spec.ESAddr = pgAddr, esAddr
 	return &pipeline{testenv.NewPipeline(t, spec)}
+}
+
+// newConverged is a pipeline whose `decant run` (run-1) has indexed items
+// 1 to 3 into category 1.
+func newConverged(t *testing.T) (*pipeline, *testenv.Proc) {
+	t.Helper()
+	p := newPipeline(t)
+	run := p.start("run-1", "run")
+	p.PG.Exec(t, insertItems(1, 3, 1))
+	p.WaitConverged(90 * time.Second)
+	return p, run
+}
+
+// backfill runs `decant backfill category` and fails unless it exits 0.
+func (p *pipeline) backfill() {
+	p.T.Helper()
+	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
+		p.T.Fatalf("decant backfill category: exit %d\n%s", code, out)
+	}
+}
+
+// waitCategory2 waits until category 2's document contains part.
+func (p *pipeline) waitCategory2(what, part string, timeout time.Duration) {
+	p.T.Helper()
+	testenv.WaitFor(p.T, what, timeout, func() (bool, error) {
+		docs, err := p.ESDocs()
+		return err == nil && strings.Contains(docs["2"], part), err
+	})
 }
 
 func (p *pipeline) rawTopic() string  { return p.Kafka.Prefix + ".raw.public.items" }
@@ -573,10 +594,7 @@ func TestPublicationDropped(t *testing.T) {
 // and the fix it names (REPLICA IDENTITY FULL, then backfill) converges.
 func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	p.PG.Exec(t, `ALTER TABLE items REPLICA IDENTITY DEFAULT`)
 	p.PG.Exec(t, `UPDATE items SET category_id = 2 WHERE id = 1`)
@@ -606,10 +624,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 		t.Errorf("decant_resolver_map_dlq_total = %v (%v), want 2", v, err)
 	}
 	// The after image still counts: the new category has the item.
-	testenv.WaitFor(t, "category 2 to contain item 1", 30*time.Second, func() (bool, error) {
-		docs, err := p.ESDocs()
-		return err == nil && strings.Contains(docs["2"], `"name":"item1"`), err
-	})
+	p.waitCategory2("category 2 to contain item 1", `"name":"item1"`, 30*time.Second)
 
 	stop(run)
 	out, code := p.decant(60*time.Second, "run")
@@ -620,9 +635,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 	// The fix the messages give.
 	p.PG.Exec(t, `ALTER TABLE items REPLICA IDENTITY FULL`)
 	run = p.start("run-3", "run")
-	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
-		t.Fatalf("decant backfill category: exit %d\n%s", code, out)
-	}
+	p.backfill()
 	p.WaitConverged(90 * time.Second)
 	stop(run)
 }
@@ -633,10 +646,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 // recreates the topic and streams every change committed since.
 func TestRawTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	p.deleteTopic(p.rawTopic())
 	p.PG.Exec(t, insertItems(4, 6, 2))
@@ -661,10 +671,7 @@ func TestRawTopicDeleted(t *testing.T) {
 // since reaches Elasticsearch without a restart of the process.
 func TestRefsTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	p.deleteTopic(p.refsTopic())
 	p.PG.Exec(t, insertItems(4, 6, 2))
@@ -683,10 +690,7 @@ func TestRefsTopicDeleted(t *testing.T) {
 // documents it feeds are rebuilt by `decant backfill`.
 func TestOversizedRawEvent(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	p.PG.Exec(t, `INSERT INTO items VALUES (4, 'huge', 1, (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 80000) g))`)
 	p.PG.Exec(t, insertItems(5, 6, 2))
@@ -705,14 +709,9 @@ func TestOversizedRawEvent(t *testing.T) {
 		t.Errorf("decant_streamer_dlq_total = %v (%v), want 1", v, err)
 	}
 	// The rest streamed on: category 2 gets items 5 and 6.
-	testenv.WaitFor(t, "category 2 to contain items 5 and 6", 60*time.Second, func() (bool, error) {
-		docs, err := p.ESDocs()
-		return err == nil && strings.Contains(docs["2"], `"name":"item6"`), err
-	})
+	p.waitCategory2("category 2 to contain items 5 and 6", `"name":"item6"`, 60*time.Second)
 	p.waitRaw("the items after the oversized one", ids(5, 6), wire.OpCreate)
-	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
-		t.Fatalf("decant backfill category: exit %d\n%s", code, out)
-	}
+	p.backfill()
 	p.WaitConverged(90 * time.Second)
 	stop(run)
 }
@@ -724,10 +723,7 @@ func TestOversizedRawEvent(t *testing.T) {
 // lifted.
 func TestRefsTopicRefusesWrites(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	tiny := "64"
 	p.alterTopic(p.refsTopic(), kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &tiny})
@@ -829,10 +825,7 @@ func (x *proxy) cut() {
 // when the slot is released: the changes committed meanwhile are streamed.
 func TestSlotHeldByAnotherProcess(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.PG.Exec(t, insertItems(1, 3, 1))
-	p.WaitConverged(90 * time.Second)
+	p, run := newConverged(t)
 	stop(run)
 	p.waitSlotReleased()
 

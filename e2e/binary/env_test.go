@@ -17,13 +17,7 @@ func TestMain(m *testing.M) {
 // items are documents with their category (many-to-one through
 // items.category_id, so items needs REPLICA IDENTITY FULL).
 var items = testenv.PipelineSpec{
-	Schema: `
-CREATE TABLE categories (id int PRIMARY KEY, title text NOT NULL);
-CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, category_id int REFERENCES categories(id));
-CREATE INDEX ON items (category_id);
-ALTER TABLE items REPLICA IDENTITY FULL;
-INSERT INTO categories VALUES (1, 'tools'), (2, 'toys');
-`,
+	Schema:    testenv.ItemsSchema,
 	Aggregate: "item",
 	Mapping: `version: 1
 schema: public

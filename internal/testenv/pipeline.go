@@ -9,6 +9,18 @@ import (
 	"time"
 )
 
+// ItemsSchema is the schema of the small whole-pipeline tests: categories
+// and their items (through items.category_id, with REPLICA IDENTITY FULL
+// as a one-to-many relation needs), and two categories. items.blob is
+// never mapped: it only makes raw events large.
+const ItemsSchema = `
+CREATE TABLE categories (id int PRIMARY KEY, title text NOT NULL);
+CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, category_id int REFERENCES categories(id), blob text);
+CREATE INDEX ON items (category_id);
+ALTER TABLE items REPLICA IDENTITY FULL;
+INSERT INTO categories VALUES (1, 'tools'), (2, 'toys');
+`
+
 // PipelineSpec describes one aggregate's whole pipeline for NewPipeline.
 type PipelineSpec struct {
 	Schema    string // SQL run on the fresh database
