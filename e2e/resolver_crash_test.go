@@ -264,7 +264,8 @@ func (k *resKillable) duplicates(t *testing.T) map[string]resRedelivery {
 }
 
 // resRunWorkload runs at least ops random operations of shop in
-// transactions of 1-8 operations, as TestResolverDifferential does, and
+// transactions of 1-8 operations (the workload of TestResolverDifferential
+// and TestResolverKillNine), and
 // goes on until enough returns true (nil: stop at ops). statements[i]
 // replaces operation i (a TRUNCATE), events[i] runs after operation i. It
 // returns the number of operations run.
@@ -296,7 +297,7 @@ func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, enough func
 		n := 1 + shop.r.IntN(8)
 		again := false
 		var txErr error
-		for i := 0; i < n; i++ {
+		for i := 0; i < n && (enough != nil || done < ops); i++ {
 			if sql, ok := statements[done]; ok {
 				_, txErr = tx.Exec(ctx, sql)
 				again = true

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
@@ -274,35 +272,9 @@ aggregates:
 // topicKeys reads the key of every record of topic.
 func (e *resEnv) topicKeys(t *testing.T, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(testenv.Ctx(t), time.Minute)
-	defer cancel()
-	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var keys []string
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v", topic, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-			keys = append(keys, string(r.Key))
-		})
+	for _, r := range e.k.Records(t, topic) {
+		keys = append(keys, string(r.Key))
 	}
 	return keys
 }

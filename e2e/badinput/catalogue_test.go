@@ -98,7 +98,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
@@ -231,65 +230,11 @@ func (p *pipeline) metric(series string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", series)
 }
 
-// records reads every record of topic, from its start to its end offsets
-// at the time of the call.
-func (p *pipeline) records(topic string) []*kgo.Record {
-	p.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	starts, err := p.Kafka.Admin.ListStartOffsets(ctx, topic)
-	if err != nil {
-		p.T.Fatalf("start offsets of %s: %v", topic, err)
-	}
-	ends, err := p.Kafka.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		p.T.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	parts := map[int32]kgo.Offset{}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			p.T.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
-		}
-		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
-			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
-			want[o.Partition] = o.Offset
-		}
-	})
-	if len(parts) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
-	if err != nil {
-		p.T.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			p.T.Fatalf("reading %s: timed out with partitions %v unread", topic, want)
-		}
-		fs.EachError(func(_ string, part int32, err error) { p.T.Logf("fetch %s/%d: %v", topic, part, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			out = append(out, r)
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out
-}
-
 // rawChanges decodes the raw topic's change events (tombstones skipped).
 func (p *pipeline) rawChanges() []wire.Change {
 	p.T.Helper()
 	var out []wire.Change
-	for _, r := range p.records(p.rawTopic()) {
+	for _, r := range p.Kafka.Records(p.T, p.rawTopic()) {
 		if r.Value == nil {
 			continue
 		}
@@ -507,7 +452,7 @@ func (p *pipeline) alterTopic(topic string, c kadm.AlterConfig) {
 func (p *pipeline) deadLetters() []map[string]any {
 	p.T.Helper()
 	var out []map[string]any
-	for _, r := range p.records(p.dlqTopic()) {
+	for _, r := range p.Kafka.Records(p.T, p.dlqTopic()) {
 		var v map[string]any
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			p.T.Fatalf("dead letter %s is not JSON: %v", r.Value, err)

@@ -188,6 +188,60 @@ func Kafka(t testing.TB) *KafkaEnv {
 	return k
 }
 
+// Records reads every record of topic, from its start offsets to its end
+// offsets at the time of the call.
+func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	starts, err := k.Admin.ListStartOffsets(ctx, topic)
+	if err != nil {
+		tb.Fatalf("start offsets of %s: %v", topic, err)
+	}
+	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		tb.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	parts := map[int32]kgo.Offset{}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			tb.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
+		}
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
+			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(parts) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("reading %s: timed out with partitions %v unread", topic, want)
+		}
+		fs.EachError(func(_ string, part int32, err error) { tb.Logf("fetch %s/%d: %v", topic, part, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			out = append(out, r)
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
 // ESEnv is an index prefix and a client for one test.
 type ESEnv struct {
 	URL    string
