@@ -21,6 +21,7 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // BenchmarkBuildVsCopy is the build stage's ceiling benchmark (issue 8).
@@ -48,15 +49,8 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_BUILD_AGGREGATES", 200_000)
 	pg, k := testenv.Postgres(b), testenv.Kafka(b)
 	ctx := testenv.Ctx(b)
-	benchSeedCustomers(b, pg, n)
-	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", k.Prefix+"_"))
+	model, pool, log := benchCustomers(ctx, b, pg, n, k.Prefix)
 	agg := model.Aggregate("customer")
-	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The defaults of `decant build`: 6 partitions, batches of 500 ids,
 	// 4 workers.
 	cfg := resolver.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Logger: log}
@@ -67,15 +61,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bctx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- builder.Run(bctx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			b.Error(err)
-		}
-	}()
+	defer resRunBuilder(ctx, b, builder)()
 	resWaitGroupStable(b, k, k.Prefix+".build")
 
 	var builtTimes, drainedTimes []time.Duration
@@ -285,6 +271,20 @@ func buildCopyStatement(agg *mappings.Aggregate, keys []json.RawMessage) (string
 // benchSeedCustomers fills resBenchSchema with n customers, n/10
 // addresses and two orders per customer, and vacuums and analyzes the
 // tables.
+// benchCustomers seeds n customers (benchSeedCustomers) and returns the
+// bound resBenchMapping with its indexes under indexPrefix, a pool on the
+// database (closed at cleanup) and a warnings-only logger.
+func benchCustomers(ctx context.Context, b *testing.B, pg *testenv.PG, n int, indexPrefix string) (*mappings.Model, *pgxpool.Pool, *slog.Logger) {
+	benchSeedCustomers(b, pg, n)
+	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", indexPrefix+"_"))
+	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return model, pool, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
 func benchSeedCustomers(tb testing.TB, pg *testenv.PG, n int) {
 	tb.Helper()
 	pg.Exec(tb, resBenchSchema)

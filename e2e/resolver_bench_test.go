@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,15 +58,8 @@ func BenchmarkBackfill(b *testing.B) {
 	withKafka := os.Getenv("DECANT_BENCH_KAFKA_SINK") == "1"
 	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
 	ctx := testenv.Ctx(b)
-	benchSeedCustomers(b, pg, n)
-	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", es.Prefix+"_"))
+	model, pool, log := benchCustomers(ctx, b, pg, n, es.Prefix)
 	agg := model.Aggregate("customer")
-	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
 	// The defaults of `decant build`: 6 partitions, batches of 500 ids,
 	// 4 workers, bulk requests of 1000 actions.
@@ -101,15 +92,7 @@ func BenchmarkBackfill(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bctx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- builder.Run(bctx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			b.Error(err)
-		}
-	}()
+	defer resRunBuilder(ctx, b, builder)()
 	// The build stage is running before the clock starts, as it is when
 	// `decant backfill` is called: wait until its group is stable.
 	resWaitGroupStable(b, k, k.Prefix+".build")
@@ -252,4 +235,18 @@ func resWaitGroupStable(tb testing.TB, k *testenv.KafkaEnv, group string) {
 		}
 		return g.State == "Stable" && len(g.Members) > 0, fmt.Errorf("state %s, %d members", g.State, len(g.Members))
 	})
+}
+
+// resRunBuilder runs the build stage until the returned stop is called,
+// which reports the error Run returned.
+func resRunBuilder(ctx context.Context, b *testing.B, builder *resolver.Builder) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- builder.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-ran; err != nil {
+			b.Error(err)
+		}
+	}
 }
