@@ -70,13 +70,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 		rounds++
 		sink.reset(n)
 		start := time.Now()
-		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
-			b.Fatal(err)
-		}
+		resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		batches, last := sink.result()
 		if got := sink.count(); got < n {
 			b.Fatalf("the sink got %d documents, want %d", got, n)

@@ -103,13 +103,7 @@ func BenchmarkBackfill(b *testing.B) {
 		rounds++
 		resWaitESQuiet(b, es)
 		start := time.Now()
-		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
-			b.Fatal(err)
-		}
+		bf := resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		pipeline += time.Since(start)
 		if bf.Count != int64(n) {
 			b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)

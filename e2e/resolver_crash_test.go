@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/decant-cdc/decant/internal/testenv"
-	"github.com/decant-cdc/decant/resolver"
 )
 
 // TestResolverKillNine is the differential test of issue 5 (acceptance 2)
@@ -30,16 +29,8 @@ import (
 // DECANT_HEAVY=1), DECANT_RESOLVER_KILLS the kills of each stage (default
 // 5; 10 with DECANT_HEAVY=1), DECANT_RESOLVER_SEED the random seed.
 func TestResolverKillNine(t *testing.T) {
-	ops, kills := 20000, 5
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		ops, kills = 100000, 10
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_OPS")); err == nil && v > 0 {
-		ops = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_KILLS")); err == nil && v > 0 {
-		kills = v
-	}
+	ops := resSize("DECANT_RESOLVER_OPS", 20000, 100000)
+	kills := resSize("DECANT_RESOLVER_KILLS", 5, 10)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
@@ -60,15 +51,7 @@ func TestResolverKillNine(t *testing.T) {
 
 	// The first start backfills, as in TestResolverDifferential.
 	for _, a := range []string{"customer", "product"} {
-		bf, err := resolver.Backfill(ctx, e.cfg, e.pool, e.model, a, resolver.BackfillOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		if err := resolver.WaitBuilt(wctx, e.cfg, bf, nil); err != nil {
-			t.Fatalf("backfill of %s: wait for the build stage: %v", a, err)
-		}
-		cancel()
+		resBackfill(ctx, t, e.cfg, e.pool, e.model, a, 3*time.Minute)
 	}
 
 	// One killer per stage (killLoop) until the workload is done and each

@@ -370,13 +370,7 @@ ANALYZE;
 // DECANT_RESOLVER_OPS sets the number of operations (default 20000;
 // 100000 with DECANT_HEAVY=1, as in make test-heavy).
 func TestResolverDifferential(t *testing.T) {
-	ops := 20000
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		ops = 100000
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_OPS")); err == nil && v > 0 {
-		ops = v
-	}
+	ops := resSize("DECANT_RESOLVER_OPS", 20000, 100000)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
@@ -391,15 +385,7 @@ func TestResolverDifferential(t *testing.T) {
 
 	// The first start backfills: every root id through the refs topic.
 	for _, a := range []string{"customer", "product"} {
-		bf, err := resolver.Backfill(ctx, e.cfg, e.pool, e.model, a, resolver.BackfillOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		if err := resolver.WaitBuilt(wctx, e.cfg, bf, nil); err != nil {
-			t.Fatalf("backfill of %s: wait for the build stage: %v", a, err)
-		}
-		cancel()
+		bf := resBackfill(ctx, t, e.cfg, e.pool, e.model, a, 2*time.Minute)
 		if need, err := resolver.NeedsBackfill(ctx, e.cfg, a); err != nil || need {
 			t.Errorf("NeedsBackfill(%s) after a backfill = %v, %v; want false", a, need, err)
 		}

@@ -625,3 +625,32 @@ func resTerm(c *testenv.Proc) error {
 	}
 	return nil
 }
+
+// resSize is a test's size: the environment variable name when set to a
+// positive integer, else heavy with DECANT_HEAVY=1 (make test-heavy), else
+// def.
+func resSize(name string, def, heavy int) int {
+	if os.Getenv("DECANT_HEAVY") == "1" {
+		def = heavy
+	}
+	return benchEnvInt(name, def)
+}
+
+// resBackfill backfills aggregate through the refs topic and waits until
+// the build stage has built every id (within timeout, when not 0).
+func resBackfill(ctx context.Context, tb testing.TB, cfg resolver.Config, pool *pgxpool.Pool, model *mappings.Model, aggregate string, timeout time.Duration) *resolver.Backfilled {
+	tb.Helper()
+	bf, err := resolver.Backfill(ctx, cfg, pool, model, aggregate, resolver.BackfillOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
+		tb.Fatalf("backfill of %s: wait for the build stage: %v", aggregate, err)
+	}
+	return bf
+}

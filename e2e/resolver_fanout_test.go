@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,13 +48,7 @@ const resFanOthers = 100
 // N is 20000 by default, 200000 with DECANT_HEAVY=1 (make test-heavy),
 // or DECANT_FANOUT_AGGREGATES.
 func TestResolverFanOut(t *testing.T) {
-	n := 20000
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		n = 200000
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_FANOUT_AGGREGATES")); err == nil && v > 0 {
-		n = v
-	}
+	n := resSize("DECANT_FANOUT_AGGREGATES", 20000, 200000)
 	const maxRSS = 300 << 20
 	e := newResEnv(t, resFanSchema, resFanMapping)
 	e.pg.Exec(t, fmt.Sprintf(`
