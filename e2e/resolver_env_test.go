@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -338,44 +337,15 @@ func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[str
 		e.t.Fatal(err)
 	}
 	alias := e.model.Aggregate(aggregate).Index
-	out := map[string]json.RawMessage{}
-	var after []any
-	for {
-		body := map[string]any{"size": 5000, "sort": []any{map[string]any{"_doc": "asc"}}}
-		if after != nil {
-			body["search_after"] = after
-		}
-		b, _ := json.Marshal(body)
-		res, err := e.es.Client.Search(e.es.Client.Search.WithContext(ctx), e.es.Client.Search.WithIndex(alias),
-			e.es.Client.Search.WithBody(strings.NewReader(string(b))))
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.IsError() {
-			e.t.Fatalf("search %s: %s", alias, raw)
-		}
-		var sr struct {
-			Hits struct {
-				Hits []struct {
-					ID     string          `json:"_id"`
-					Source json.RawMessage `json:"_source"`
-					Sort   []any           `json:"sort"`
-				} `json:"hits"`
-			} `json:"hits"`
-		}
-		if err := json.Unmarshal(raw, &sr); err != nil {
-			e.t.Fatal(err)
-		}
-		if len(sr.Hits.Hits) == 0 {
-			return out
-		}
-		for _, h := range sr.Hits.Hits {
-			out[keyOf(h.ID)] = h.Source
-		}
-		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+	hits, err := testenv.ESHits(ctx, e.es.URL, alias, true)
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	out := map[string]json.RawMessage{}
+	for _, h := range hits {
+		out[keyOf(h.ID)] = h.Source
+	}
+	return out
 }
 
 // oracleState runs an oracle query returning (key json, doc jsonb) rows.

@@ -283,11 +283,7 @@ func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n
 
 type searchResult struct {
 	Hits struct {
-		Hits []struct {
-			ID     string          `json:"_id"`
-			Source json.RawMessage `json:"_source"`
-			Sort   []any           `json:"sort"`
-		} `json:"hits"`
+		Hits []testenv.Hit `json:"hits"`
 	} `json:"hits"`
 }
 

@@ -178,32 +178,17 @@ func (p *proc) peakRSS() int64 {
 }
 
 // waitUntil polls cond every interval until it returns true, and fails
-// naming what it waited for (with the process's log) after timeout or when
-// the process exits.
+// naming what it waited for after timeout or, with the process's log,
+// when the process exits.
 func waitUntil(tb testing.TB, p *proc, what string, timeout, interval time.Duration, cond func() (bool, error)) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
+	testenv.WaitEvery(tb, what, timeout, interval, func() (bool, error) {
 		ok, err := cond()
-		if ok {
-			return
+		if !ok && p != nil && p.Exited() {
+			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.Name, what, err, p.Tail(40))
 		}
-		if err != nil {
-			last = err
-		}
-		if p != nil && p.Exited() {
-			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.Name, what, last, p.Tail(40))
-		}
-		if time.Now().After(deadline) {
-			msg := ""
-			if p != nil {
-				msg = p.Tail(40)
-			}
-			tb.Fatalf("timed out after %s waiting for %s (last error: %v)\n%s", timeout, what, last, msg)
-		}
-		time.Sleep(interval)
-	}
+		return ok, err
+	})
 }
 
 // topicRecords is the number of records written to topic so far (the sum

@@ -280,6 +280,12 @@ func Elasticsearch(t testing.TB) *ESEnv {
 // reported with the failure.
 func WaitFor(t testing.TB, reason string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
+	WaitEvery(t, reason, timeout, 100*time.Millisecond, cond)
+}
+
+// WaitEvery is WaitFor polling every interval.
+func WaitEvery(t testing.TB, reason string, timeout, interval time.Duration, cond func() (bool, error)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
@@ -291,6 +297,6 @@ func WaitFor(t testing.TB, reason string, timeout time.Duration, cond func() (bo
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, reason, lastErr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
