@@ -50,21 +50,7 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 	ctx := testenv.Ctx(t)
 	pg.Exec(t, encAllTypesSQL(t))
 
-	var cols []Column
-	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'alltypes'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	cols := encColumns(ctx, t, pg, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'alltypes'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
 	if len(cols) < 31 {
 		t.Fatalf("alltypes has %d columns, want at least 31", len(cols))
 	}
@@ -190,21 +176,7 @@ CREATE TABLE h (id int PRIMARY KEY, h hstore, hs hstore[], c with_h);
 INSERT INTO h VALUES
   (1, $$a=>1, "b c"=>NULL, "q\""=>"\\", x=>"", "é"=>"ü", "{}"=>","$$, ARRAY['a=>1'::hstore, NULL, ''], ROW('k=>v', 1)),
   (2, '', '{}', ROW(NULL, NULL))`)
-	var cols []Column
-	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	cols := encColumns(ctx, t, pg, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
 	types := NewTypes()
 	for _, c := range cols {
 		if err := types.Load(ctx, pg.Pool, c.TypeOID); err != nil {
@@ -240,4 +212,27 @@ INSERT INTO h VALUES
 	if _, err := res.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// encColumns runs query, which returns (attname, atttypid) rows, and
+// returns them as columns.
+func encColumns(ctx context.Context, t *testing.T, pg *testenv.PG, query string) []Column {
+	t.Helper()
+	rows, err := pg.Pool.Query(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []Column
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cols
 }
