@@ -171,6 +171,21 @@ func newConverged(t *testing.T) (*pipeline, *testenv.Proc) {
 	return p, run
 }
 
+// deletedMidRun deletes a topic (raw or refs) under a converged `decant
+// run`, commits items 4 to 6 into category 2 and then sql, and waits for
+// the log line matching re, in which TOPIC stands for the topic's name.
+func deletedMidRun(t *testing.T, topic func(*pipeline) string, re string, sql ...string) (*pipeline, *testenv.Proc) {
+	t.Helper()
+	p, run := newConverged(t)
+	p.deleteTopic(topic(p))
+	p.PG.Exec(t, insertItems(4, 6, 2))
+	for _, s := range sql {
+		p.PG.Exec(t, s)
+	}
+	waitLog(t, run, strings.ReplaceAll(re, "TOPIC", regexp.QuoteMeta(topic(p))), 90*time.Second)
+	return p, run
+}
+
 // backfill runs `decant backfill category` and fails unless it exits 0.
 func (p *pipeline) backfill() {
 	p.T.Helper()
@@ -591,11 +606,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 // recreates the topic and streams every change committed since.
 func TestRawTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p, run := newConverged(t)
-
-	p.deleteTopic(p.rawTopic())
-	p.PG.Exec(t, insertItems(4, 6, 2))
-	waitLog(t, run, `level=WARN msg="stream session ended; restarting"[^\n]*produce to `+regexp.QuoteMeta(p.rawTopic())+`: UNKNOWN_TOPIC_OR_PARTITION`, 90*time.Second)
+	p, run := deletedMidRun(t, (*pipeline).rawTopic, `level=WARN msg="stream session ended; restarting"[^\n]*produce to TOPIC: UNKNOWN_TOPIC_OR_PARTITION`)
 	confirmed := p.slotConfirmed()
 
 	stop(run)
@@ -616,12 +627,8 @@ func TestRawTopicDeleted(t *testing.T) {
 // since reaches Elasticsearch without a restart of the process.
 func TestRefsTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p, run := newConverged(t)
-
-	p.deleteTopic(p.refsTopic())
-	p.PG.Exec(t, insertItems(4, 6, 2))
-	p.PG.Exec(t, `UPDATE items SET category_id = 2 WHERE id = 1`)
-	waitLog(t, run, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to `+regexp.QuoteMeta(p.refsTopic())+`: UNKNOWN_TOPIC`, 90*time.Second)
+	p, run := deletedMidRun(t, (*pipeline).refsTopic, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to TOPIC: UNKNOWN_TOPIC`,
+		`UPDATE items SET category_id = 2 WHERE id = 1`)
 	p.WaitConverged(2 * time.Minute)
 	stop(run)
 }
