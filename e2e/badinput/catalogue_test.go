@@ -173,7 +173,7 @@ func newConverged(t *testing.T) (*pipeline, *testenv.Proc) {
 
 // deletedMidRun deletes a topic (raw or refs) under a converged `decant
 // run`, commits items 4 to 6 into category 2 and then sql, and waits for
-// the log line matching re, in which TOPIC stands for the topic's name.
+// the log line matching re, in which {topic} stands for the topic's name.
 func deletedMidRun(t *testing.T, topic func(*pipeline) string, re string, sql ...string) (*pipeline, *testenv.Proc) {
 	t.Helper()
 	p, run := newConverged(t)
@@ -182,7 +182,7 @@ func deletedMidRun(t *testing.T, topic func(*pipeline) string, re string, sql ..
 	for _, s := range sql {
 		p.PG.Exec(t, s)
 	}
-	waitLog(t, run, strings.ReplaceAll(re, "TOPIC", regexp.QuoteMeta(topic(p))), 90*time.Second)
+	waitLog(t, run, strings.ReplaceAll(re, "{topic}", regexp.QuoteMeta(topic(p))), 90*time.Second)
 	return p, run
 }
 
@@ -606,7 +606,7 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 // recreates the topic and streams every change committed since.
 func TestRawTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p, run := deletedMidRun(t, (*pipeline).rawTopic, `level=WARN msg="stream session ended; restarting"[^\n]*produce to TOPIC: UNKNOWN_TOPIC_OR_PARTITION`)
+	p, run := deletedMidRun(t, (*pipeline).rawTopic, `level=WARN msg="stream session ended; restarting"[^\n]*produce to {topic}: UNKNOWN_TOPIC_OR_PARTITION`)
 	confirmed := p.slotConfirmed()
 
 	stop(run)
@@ -627,7 +627,7 @@ func TestRawTopicDeleted(t *testing.T) {
 // since reaches Elasticsearch without a restart of the process.
 func TestRefsTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p, run := deletedMidRun(t, (*pipeline).refsTopic, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to TOPIC: UNKNOWN_TOPIC`,
+	p, run := deletedMidRun(t, (*pipeline).refsTopic, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to {topic}: UNKNOWN_TOPIC`,
 		`UPDATE items SET category_id = 2 WHERE id = 1`)
 	p.WaitConverged(2 * time.Minute)
 	stop(run)
