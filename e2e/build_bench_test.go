@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -21,7 +22,6 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // BenchmarkBuildVsCopy is the build stage's ceiling benchmark (issue 8).

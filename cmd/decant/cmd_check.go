@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
-	"github.com/jackc/pgx/v5"
 )
 
 func init() {

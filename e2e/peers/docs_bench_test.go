@@ -15,9 +15,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 )
@@ -205,23 +206,20 @@ func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n
 	for i := range perm {
 		perm[i]++
 	}
-	var mu sync.Mutex
-	pending := map[int]int{} // customer id → change
-	committed, seen := make([]time.Time, changes), make([]time.Time, changes)
-	all := make(chan struct{})
+	f := newFreshness(changes)
+	pending := map[int]int{} // customer id → change; under f.mu
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		got := 0
 		for pctx.Err() == nil {
-			mu.Lock()
+			f.mu.Lock()
 			ids := make([]string, 0, len(pending))
 			for c := range pending {
 				if len(ids) < 1000 {
 					ids = append(ids, strconv.Itoa(c))
 				}
 			}
-			mu.Unlock()
+			f.mu.Unlock()
 			if len(ids) == 0 {
 				time.Sleep(20 * time.Millisecond)
 				continue
@@ -234,51 +232,26 @@ func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
-			mu.Lock()
+			f.mu.Lock()
 			for _, h := range r.Hits.Hits {
 				c, _ := strconv.Atoi(h.ID)
 				i, ok := pending[c]
 				if ok && bytes.Contains(h.Source, []byte(`"fresh-`+strconv.Itoa(i)+`"`)) {
-					seen[i] = now
+					f.seen(i, now)
 					delete(pending, c)
-					got++
 				}
 			}
-			mu.Unlock()
-			if got == changes {
-				close(all)
-				return
-			}
+			f.mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	w := writer(b, pg)
-	cpu0, db0 := p.cpu(), dbCPU(b, pg)
-	schedule(ctx, b, changes, rate, func(i int) error {
-		c, sql, args := docsChange(perm, i)
-		_, err := w.Exec(ctx, sql, args...)
-		mu.Lock()
-		committed[i] = time.Now()
-		pending[c] = i
-		mu.Unlock()
-		return err
-	})
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		mu.Lock()
-		missing := len(pending)
-		mu.Unlock()
-		b.Fatalf("%d of %d changes never became searchable in %s\n%s", missing, changes, index, p.Tail(40))
-	}
-	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
-	mu.Lock()
-	defer mu.Unlock()
-	lat := make(latencies, changes)
-	for i := range lat {
-		lat[i] = max(0, seen[i].Sub(committed[i]))
-	}
-	return lat, cpu, db
+	return f.measure(ctx, b, pg, p, rate, 5*time.Minute, "became searchable in "+index,
+		func(w *pgxpool.Pool, i int) error {
+			_, sql, args := docsChange(perm, i)
+			_, err := w.Exec(ctx, sql, args...)
+			return err
+		},
+		func(i int) { c, _, _ := docsChange(perm, i); pending[c] = i })
 }
 
 type searchResult struct {

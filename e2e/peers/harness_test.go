@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -221,6 +222,73 @@ func (l latencies) percentile(p float64) time.Duration {
 	slices.Sort(s)
 	i := int(float64(len(s))*p+0.5) - 1
 	return s[max(0, min(len(s)-1, i))]
+}
+
+// freshness times changes from their commit to the moment the tool under
+// test makes them visible: a poller run by the caller calls seen, and
+// measure writes the changes.
+type freshness struct {
+	mu        sync.Mutex
+	committed []time.Time
+	seenAt    []time.Time
+	left      int           // changes not seen yet
+	all       chan struct{} // closed when every change was seen
+}
+
+func newFreshness(n int) *freshness {
+	return &freshness{committed: make([]time.Time, n), seenAt: make([]time.Time, n), left: n, all: make(chan struct{})}
+}
+
+// seen records that change i became visible at now (the first time
+// counts). f.mu must be held.
+func (f *freshness) seen(i int, now time.Time) {
+	if f.seenAt[i].IsZero() {
+		f.seenAt[i] = now
+		if f.left--; f.left == 0 {
+			close(f.all)
+		}
+	}
+}
+
+// measure writes the changes at rate per second with write, each in its
+// own transaction through the workload's writer pool (committed, when not
+// nil, runs under f.mu right after change i commits), waits up to timeout
+// until every change was seen, and returns the delays and the CPU seconds
+// used meanwhile by p and by the database. what completes "N of M changes
+// never …" in the failure.
+func (f *freshness) measure(ctx context.Context, b *testing.B, pg *testenv.PG, p *proc, rate int, timeout time.Duration, what string,
+	write func(w *pgxpool.Pool, i int) error, committed func(i int)) (latencies, float64, float64) {
+	b.Helper()
+	w := writer(b, pg)
+	cpu0, db0 := p.cpu(), dbCPU(b, pg)
+	schedule(ctx, b, len(f.committed), rate, func(i int) error {
+		err := write(w, i)
+		f.mu.Lock()
+		f.committed[i] = time.Now()
+		if committed != nil {
+			committed(i)
+		}
+		f.mu.Unlock()
+		return err
+	})
+	select {
+	case <-f.all:
+	case <-time.After(timeout):
+		f.mu.Lock()
+		missing := f.left
+		f.mu.Unlock()
+		b.Fatalf("%d of %d changes never %s\n%s", missing, len(f.committed), what, p.Tail(40))
+	}
+	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lat := make(latencies, len(f.committed))
+	for i := range lat {
+		// The change can be seen a moment before the client hears the
+		// COMMIT's answer: that counts as no delay.
+		lat[i] = max(0, f.seenAt[i].Sub(f.committed[i]))
+	}
+	return lat, cpu, db
 }
 
 // ms formats a duration in milliseconds.

@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -203,17 +203,14 @@ func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, to
 	}
 	defer cl.Close()
 
-	var mu sync.Mutex
-	seen, committed := make([]time.Time, n), make([]time.Time, n)
-	all := make(chan struct{})
+	f := newFreshness(n)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		got := 0
 		for cctx.Err() == nil {
 			fs := cl.PollFetches(cctx)
 			now := time.Now()
-			mu.Lock()
+			f.mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
 				var key struct {
 					ID int64 `json:"id"`
@@ -221,52 +218,18 @@ func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, to
 				if json.Unmarshal(r.Key, &key) != nil || key.ID < freshBase || key.ID >= freshBase+int64(n) {
 					return
 				}
-				if i := key.ID - freshBase; seen[i].IsZero() {
-					seen[i] = now
-					got++
-				}
+				f.seen(int(key.ID-freshBase), now)
 			})
-			mu.Unlock()
-			if got == n {
-				close(all)
-				return
-			}
+			f.mu.Unlock()
 		}
 	}()
 	// Let the consumer connect before the clock matters.
 	time.Sleep(time.Second)
-	w := writer(b, pg)
-	cpu0, db0 := p.cpu(), dbCPU(b, pg)
-	schedule(ctx, b, n, rate, func(i int) error {
-		_, err := w.Exec(ctx, `INSERT INTO orders VALUES ($1, 7, 19.90, 'fresh', now())`, freshBase+i)
-		mu.Lock()
-		committed[i] = time.Now()
-		mu.Unlock()
-		return err
-	})
-	select {
-	case <-all:
-	case <-time.After(3 * time.Minute):
-		mu.Lock()
-		missing := 0
-		for _, s := range seen {
-			if s.IsZero() {
-				missing++
-			}
-		}
-		mu.Unlock()
-		b.Fatalf("%d of %d fresh rows never reached %s\n%s", missing, n, topic, p.Tail(40))
-	}
-	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
-	mu.Lock()
-	defer mu.Unlock()
-	lat := make(latencies, n)
-	for i := range lat {
-		// The record can be fetched a moment before the client hears the
-		// COMMIT's answer: that counts as no delay.
-		lat[i] = max(0, seen[i].Sub(committed[i]))
-	}
-	return lat, cpu, db
+	return f.measure(ctx, b, pg, p, rate, 3*time.Minute, "reached "+topic,
+		func(w *pgxpool.Pool, i int) error {
+			_, err := w.Exec(ctx, `INSERT INTO orders VALUES ($1, 7, 19.90, 'fresh', now())`, freshBase+i)
+			return err
+		}, nil)
 }
 
 // startDecantStream runs `decant stream` (snapshot_mode never) on the
