@@ -11,10 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
+	"github.com/jackc/pgx/v5"
 )
 
 func init() {
