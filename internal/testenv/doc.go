@@ -1,6 +1,20 @@
-// Package testenv gives tests real servers: a fresh PostgreSQL database, a
-// Kafka topic prefix and an Elasticsearch index prefix per test, plus wait
-// helpers that name what they wait for.
+// Package testenv is the one test environment of decant. Unit tests of a
+// stage (streamer, mappings, cmd/decant) and every e2e package import it,
+// which is why it lives outside e2e/. It gives tests real servers: a fresh
+// PostgreSQL database, a Kafka topic prefix and an Elasticsearch index
+// prefix per test, plus wait helpers that name what they wait for. It also
+// owns what tests of whole pipelines share:
+//
+//   - Decant builds ./cmd/decant once per `go test` process (call
+//     RemoveDecant from TestMain); DecantCmd and Start run it as a child
+//     process whose output goes to a log file (Proc: Term, Kill, Tail,
+//     PeakRSS).
+//   - StartChild re-runs the test binary as a child (ChildEnv carries its
+//     spec), so that a test can kill -9 in-process stage code.
+//   - Pipeline writes decant.yaml and a mapping over the three servers;
+//     Index compares an alias with an oracle query (ESDocs, Oracle,
+//     Mismatches, WaitConverged).
+//   - GroupLag, KafkaEnv.Records, ESHits, ESRequest, FreePort, Get, Median.
 //
 // The servers are the ones `make infra-up` starts (see e2e/infra/). Their
 // addresses come from the environment:
@@ -20,5 +34,12 @@
 //		k := testenv.Kafka(t)           // unique topic prefix, topics deleted at cleanup
 //		es := testenv.Elasticsearch(t)  // unique index prefix, indexes deleted at cleanup
 //		testenv.WaitFor(t, "document indexed", 30*time.Second, func() (bool, error) { … })
+//	}
+//
+//	func TestBinary(t *testing.T) {
+//		p := testenv.NewPipeline(t, spec)      // database, topics, index, decant.yaml
+//		run := p.Start("run", nil, "run")       // decant run --config …, killed at cleanup
+//		p.WaitConverged(time.Minute)            // Elasticsearch equals the oracle
+//		run.Term(time.Minute)
 //	}
 package testenv
