@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // size is one variant of the test.
@@ -419,7 +420,7 @@ func converge(ctx context.Context, t *testing.T, v *validator, budget time.Durat
 		if target == 0 {
 			var lsn string
 			if err := v.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err == nil {
-				target, _ = parseLSN(lsn)
+				target, _ = wire.ParseLSN(lsn)
 			}
 		}
 		quiet, why := v.quiet(ctx, target)
@@ -459,7 +460,7 @@ func (v *validator) quiet(ctx context.Context, target uint64) (bool, string) {
 	if err := v.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE database = current_database()`).Scan(&confirmed); err != nil || confirmed == nil {
 		return false, fmt.Sprintf("slot: %v", err)
 	}
-	if lsn, _ := parseLSN(*confirmed); target == 0 || lsn < target {
+	if lsn, _ := wire.ParseLSN(*confirmed); target == 0 || lsn < target {
 		return false, "slot confirmed " + *confirmed
 	}
 	var raw, refs []string

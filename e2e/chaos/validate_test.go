@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // The oracles build each document by hand from the tables, independently
@@ -322,7 +323,7 @@ func (v *validator) rawTopic(ctx context.Context, table string, r *result) (map[
 				r.add("%s: %s offset %d: not a change event: %.200s", topic, k, rec.Offset, rec.Value)
 				continue
 			}
-			lsn, err := parseLSN(ch.Source.CommitLSN)
+			lsn, err := wire.ParseLSN(ch.Source.CommitLSN)
 			if err != nil {
 				r.add("%s: %s offset %d: %v", topic, k, rec.Offset, err)
 				continue
@@ -358,23 +359,6 @@ func (v *validator) rawTopic(ctx context.Context, table string, r *result) (map[
 type position struct{ lsn, seq uint64 }
 
 func (p position) less(q position) bool { return p.lsn < q.lsn || (p.lsn == q.lsn && p.seq < q.seq) }
-
-// parseLSN parses "16/B374D848".
-func parseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("LSN %q: no '/'", s)
-	}
-	h, err := strconv.ParseUint(hi, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	l, err := strconv.ParseUint(lo, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	return h<<32 | l, nil
-}
 
 // esDoc is one Elasticsearch document.
 type esDoc struct {
