@@ -190,51 +190,16 @@ func (v *validator) query(ctx context.Context, sql string) (map[string]string, e
 
 // readTopic returns every record of topic, partition by partition in
 // offset order, up to the end offsets read first.
-func (v *validator) readTopic(ctx context.Context, topic string) ([][]*kgo.Record, error) {
-	ends, err := v.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	want := map[int32]int64{}
-	parts := map[int32]kgo.Offset{}
-	nparts := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		nparts = max(nparts, int(o.Partition)+1)
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	out := make([][]*kgo.Record, nparts)
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(v.brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+func (v *validator) readTopic(ctx context.Context, topic string) (map[int32][]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	recs, err := testenv.ReadTopic(ctx, v.adm, v.brokers, topic)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("reading %s: %w (partitions left: %v)", topic, ctx.Err(), want)
-		}
-		fs.EachError(func(t string, p int32, err error) { _ = err }) // retried by the client
-		fs.EachRecord(func(rec *kgo.Record) {
-			end, ok := want[rec.Partition]
-			if !ok || rec.Offset >= end {
-				return
-			}
-			out[rec.Partition] = append(out[rec.Partition], rec)
-			if rec.Offset+1 >= end {
-				delete(want, rec.Partition)
-			}
-		})
+	out := map[int32][]*kgo.Record{}
+	for _, r := range recs {
+		out[r.Partition] = append(out[r.Partition], r)
 	}
 	return out, nil
 }

@@ -189,45 +189,55 @@ func Kafka(t testing.TB) *KafkaEnv {
 }
 
 // Records reads every record of topic, from its start offsets to its end
-// offsets at the time of the call.
+// offsets at the time of the call (see ReadTopic), within a minute.
 func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	starts, err := k.Admin.ListStartOffsets(ctx, topic)
+	recs, err := ReadTopic(ctx, k.Admin, k.Brokers, topic)
 	if err != nil {
-		tb.Fatalf("start offsets of %s: %v", topic, err)
+		tb.Fatal(err)
 	}
-	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	return recs
+}
+
+// ReadTopic reads every record of topic, from its start offsets to the end
+// offsets it lists first; the records of a partition are in offset order.
+// Fetch errors are retried by the client until ctx ends.
+func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic string) ([]*kgo.Record, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		tb.Fatalf("end offsets of %s: %v", topic, err)
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	parts := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			tb.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
-		}
 		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
 			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
 			want[o.Partition] = o.Offset
 		}
 	})
 	if len(parts) == 0 {
-		return nil
+		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	defer cl.Close()
 	var out []*kgo.Record
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			tb.Fatalf("reading %s: timed out with partitions %v unread", topic, want)
+			return nil, fmt.Errorf("reading %s: %w (partitions left: %v)", topic, ctx.Err(), want)
 		}
-		fs.EachError(func(_ string, part int32, err error) { tb.Logf("fetch %s/%d: %v", topic, part, err) })
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
 			if !ok || r.Offset >= end {
@@ -239,7 +249,7 @@ func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
 			}
 		})
 	}
-	return out
+	return out, nil
 }
 
 // ESEnv is an index prefix and a client for one test.
