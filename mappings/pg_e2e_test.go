@@ -4,7 +4,6 @@ package mappings
 // with -short, and fail under CI=true when the server is unreachable.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -91,7 +90,7 @@ func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) 
 		for _, r := range raw[:len(a.ID)] {
 			key = append(key, string(jsonbText(r)))
 		}
-		docs["["+strings.Join(key, ",")+"]"] = decodeExact(t, jsonbText(raw[len(a.ID)]))
+		docs["["+strings.Join(key, ",")+"]"] = testenv.DecodeExact(t, jsonbText(raw[len(a.ID)]))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("build %s: %v", a.Name, err)
@@ -105,17 +104,6 @@ func jsonbText(b []byte) []byte {
 		return b[1:]
 	}
 	return b
-}
-
-func decodeExact(t *testing.T, b []byte) any {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
-	}
-	return v
 }
 
 func raws(vals ...string) []json.RawMessage {
@@ -283,7 +271,7 @@ func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
 		if err := pg.Pool.QueryRow(context.Background(), `SELECT to_jsonb(d)::text FROM docs d WHERE id = $1`, id).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
-		if got, w := docs["["+id+"]"], decodeExact(t, want); !reflect.DeepEqual(got, w) {
+		if got, w := docs["["+id+"]"], testenv.DecodeExact(t, want); !reflect.DeepEqual(got, w) {
 			t.Errorf("doc %s = %v, want to_jsonb's %v", id, got, w)
 		}
 	}

@@ -126,7 +126,7 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 				if err != nil || unchanged != nil {
 					t.Fatalf("row %s: EncodeTuple: %v, unchanged %v", id, err, unchanged)
 				}
-				if g, w := encDecodeExact(t, row), encDecodeExact(t, vals[2*len(cols)]); !reflect.DeepEqual(g, w) {
+				if g, w := testenv.DecodeExact(t, row), testenv.DecodeExact(t, vals[2*len(cols)]); !reflect.DeepEqual(g, w) {
 					t.Errorf("row %s: EncodeTuple differs from to_jsonb(row)\n got  %s\n want %s", id, row, vals[2*len(cols)])
 				}
 			}
@@ -145,22 +145,6 @@ func encTypeName(types *Types, oid uint32) string {
 		return ti.Name + ", " + ti.Kind.String()
 	}
 	return fmt.Sprint("unknown type ", oid)
-}
-
-// encDecodeExact decodes JSON keeping numbers as their literal text, so that
-// comparisons are exact (1.50 ≠ 1.5, no float rounding of big integers).
-func encDecodeExact(t testing.TB, b []byte) any {
-	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("invalid JSON %q: %v", b, err)
-	}
-	if d.More() {
-		t.Fatalf("trailing data after JSON value in %q", b)
-	}
-	return v
 }
 
 // TestEncodeHstoreMatchesToJSONB: to_jsonb uses hstore's cast to json, in

@@ -50,6 +50,23 @@ func Canonical(b []byte) string {
 	return string(c)
 }
 
+// DecodeExact decodes one JSON value keeping numbers as their literal
+// text, so that comparisons are exact (1.50 ≠ 1.5, no float rounding of
+// big integers); invalid JSON or trailing data fails the test.
+func DecodeExact(tb testing.TB, b []byte) any {
+	tb.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		tb.Fatalf("invalid JSON %q: %v", b, err)
+	}
+	if d.More() {
+		tb.Fatalf("trailing data after JSON value in %q", b)
+	}
+	return v
+}
+
 // ESRequest sends a request with body (JSON-encoded when not nil) to
 // Elasticsearch and decodes the answer into out (when not nil). It returns
 // the status code; an answer that is not 2xx is an error.
