@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
@@ -46,17 +47,10 @@ import (
 //	go test ./e2e -run '^$' -bench '^BenchmarkBuildVsCopy$' -benchtime 1x -timeout 60m
 func BenchmarkBuildVsCopy(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_BUILD_AGGREGATES", 200_000)
-	pg, k := e2etest.Postgres(b), e2etest.Kafka(b)
-	ctx := e2etest.Ctx(b)
-	benchSeedCustomers(b, pg, n)
-	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", k.Prefix+"_"))
+	pg, k := testenv.Postgres(b), testenv.Kafka(b)
+	ctx := testenv.Ctx(b)
+	model, pool, log := benchCustomers(ctx, b, pg, n, k.Prefix)
 	agg := model.Aggregate("customer")
-	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The defaults of `decant build`: 6 partitions, batches of 500 ids,
 	// 4 workers.
 	cfg := resolver.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Logger: log}
@@ -67,15 +61,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bctx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- builder.Run(bctx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			b.Error(err)
-		}
-	}()
+	defer resRunBuilder(ctx, b, builder)()
 	resWaitGroupStable(b, k, k.Prefix+".build")
 
 	var builtTimes, drainedTimes []time.Duration
@@ -84,13 +70,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 		rounds++
 		sink.reset(n)
 		start := time.Now()
-		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
-			b.Fatal(err)
-		}
+		resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		batches, last := sink.result()
 		if got := sink.count(); got < n {
 			b.Fatalf("the sink got %d documents, want %d", got, n)
@@ -108,7 +88,7 @@ func BenchmarkBuildVsCopy(b *testing.B) {
 	}
 	// Each figure is the median of its rounds: one slow round (a
 	// checkpoint, a burst of other work) does not move it.
-	built, drained := e2etest.Median(builtTimes), e2etest.Median(drainedTimes)
+	built, drained := testenv.Median(builtTimes), testenv.Median(drainedTimes)
 	mean := float64(n*rounds) / float64(statements)
 	rounds = 1 // the rates below are of the median round
 	total := float64(n * rounds)
@@ -285,7 +265,21 @@ func buildCopyStatement(agg *mappings.Aggregate, keys []json.RawMessage) (string
 // benchSeedCustomers fills resBenchSchema with n customers, n/10
 // addresses and two orders per customer, and vacuums and analyzes the
 // tables.
-func benchSeedCustomers(tb testing.TB, pg *e2etest.PG, n int) {
+// benchCustomers seeds n customers (benchSeedCustomers) and returns the
+// bound resBenchMapping with its indexes under indexPrefix, a pool on the
+// database (closed at cleanup) and a warnings-only logger.
+func benchCustomers(ctx context.Context, b *testing.B, pg *testenv.PG, n int, indexPrefix string) (*mappings.Model, *pgxpool.Pool, *slog.Logger) {
+	benchSeedCustomers(b, pg, n)
+	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", indexPrefix+"_"))
+	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return model, pool, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func benchSeedCustomers(tb testing.TB, pg *testenv.PG, n int) {
 	tb.Helper()
 	pg.Exec(tb, resBenchSchema)
 	started := time.Now()
@@ -303,13 +297,13 @@ INSERT INTO orders SELECT g, 1 + (g - 1) / 2, CASE WHEN g %% 3 = 0 THEN 'paid' E
 }
 
 // benchModel loads one mapping file and binds it to pg's catalog.
-func benchModel(tb testing.TB, pg *e2etest.PG, mapping string) *mappings.Model {
+func benchModel(tb testing.TB, pg *testenv.PG, mapping string) *mappings.Model {
 	tb.Helper()
 	set, err := mappings.Load([]mappings.File{{Name: "bench.yaml", Data: []byte(mapping)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cat, err := mappings.ReadCatalog(e2etest.Ctx(tb), pg.Pool)
+	cat, err := mappings.ReadCatalog(testenv.Ctx(tb), pg.Pool)
 	if err != nil {
 		tb.Fatal(err)
 	}

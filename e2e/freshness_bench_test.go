@@ -7,17 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/decant-cdc/decant/client"
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // freshMapping is the backfill benchmark's customer aggregate with a seq
@@ -86,9 +82,8 @@ func BenchmarkFreshness(b *testing.B) {
 	burst := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_BURST", 30_000))
 	seconds := benchEnvInt("DECANT_BENCH_FRESHNESS_SECONDS", 60)
 	fixedRate := benchEnvInt("DECANT_BENCH_FRESHNESS_RATE", 0)
-	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
-	ctx := e2etest.Ctx(b)
-	bin := freshBuildDecant(b)
+	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
+	ctx := testenv.Ctx(b)
 	benchSeedCustomers(b, pg, n)
 	pg.Exec(b, `ALTER TABLE customers ADD COLUMN seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE orders ADD COLUMN seq bigint NOT NULL DEFAULT 0;
@@ -98,15 +93,9 @@ ALTER TABLE addresses REPLICA IDENTITY FULL;`)
 
 	alias := es.Prefix + "-customer"
 	dir := b.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "mappings"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "mappings", "bench.yaml"), []byte(strings.ReplaceAll(freshMapping, "ALIAS", alias)), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	addr := freshFreePort(b)
-	config := filepath.Join(dir, "decant.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `postgres:
+	testenv.WriteFile(b, filepath.Join(dir, "mappings", "bench.yaml"), strings.ReplaceAll(freshMapping, "ALIAS", alias))
+	addr := testenv.FreePort(b)
+	config := testenv.WriteFile(b, filepath.Join(dir, "decant.yaml"), fmt.Sprintf(`postgres:
   dsn: %s
   slot: decant_%s
 kafka:
@@ -119,38 +108,36 @@ http:
   listen: %s
 streamer:
   snapshot_mode: never
-`, pg.DSN, e2etest.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, addr), 0o644); err != nil {
-		b.Fatal(err)
-	}
+`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, addr))
 	logPath := filepath.Join(dir, "decant.log")
 	if v := os.Getenv("DECANT_BENCH_FRESHNESS_LOG"); v != "" {
 		logPath = v
 	}
-	run := freshStart(b, bin, config, logPath)
+	run := testenv.Start(b, "decant run", logPath, testenv.DecantCmd(b, nil, "run", "--config", config))
 	defer func() {
-		if code := run.term(); code != 0 {
-			b.Errorf("decant run exited %d after SIGTERM; log:\n%s", code, run.tail(40))
+		if code := run.Term(60 * time.Second); code != 0 {
+			b.Errorf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
 		}
 	}()
 	cl := client.New("http://" + addr)
 	// The first start backfills every document: wait for all of them and
 	// for the slot to be past the seed.
-	e2etest.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {
 		res, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
-			return run.exited(), err
+			return run.Exited(), err
 		}
 		res.Body.Close()
 		return res.StatusCode == 200, fmt.Errorf("status %s", res.Status)
 	})
-	if run.exited() {
-		b.Fatalf("decant run exited; log:\n%s", run.tail(40))
+	if run.Exited() {
+		b.Fatalf("decant run exited; log:\n%s", run.Tail(40))
 	}
 	started := time.Now()
-	e2etest.WaitFor(b, fmt.Sprintf("the initial backfill of %d documents", n), 10*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, fmt.Sprintf("the initial backfill of %d documents", n), 10*time.Minute, func() (bool, error) {
 		c, err := freshCount(ctx, es, alias, `{"match_all":{}}`)
-		if run.exited() {
-			b.Fatalf("decant run exited; log:\n%s", run.tail(40))
+		if run.Exited() {
+			b.Fatalf("decant run exited; log:\n%s", run.Tail(40))
 		}
 		return c == n, fmt.Errorf("%d documents, %v", c, err)
 	})
@@ -182,7 +169,7 @@ streamer:
 	)
 	for b.Loop() {
 		// 1. Maximum rate.
-		cpu0 := freshCPU(b, run.pid())
+		cpu0 := freshCPU(b, run.Pid())
 		t0 := time.Now()
 		if err := freshDrive(ctx, pool, n, seq, burst, 0, 0, nil); err != nil {
 			b.Fatalf("maximum rate: %v", err)
@@ -192,7 +179,7 @@ streamer:
 			b.Fatalf("/v1/wait after %d changes: %v", burst, err)
 		}
 		burstTook = time.Since(t0)
-		burstCPU = freshCPU(b, run.pid()) - cpu0
+		burstCPU = freshCPU(b, run.Pid()) - cpu0
 		q := fmt.Sprintf(`{"bool":{"should":[{"range":{"seq":{"gt":%[1]d}}},{"range":{"orders.seq":{"gt":%[1]d}}}]}}`, seq)
 		if c, err := freshCount(ctx, es, alias, q); err != nil || c != burst {
 			b.Fatalf("after /v1/wait, %d documents hold a change of the burst (%v), want %d", c, err, burst)
@@ -205,18 +192,21 @@ streamer:
 		if fixedRate > 0 {
 			rate, rateIs = float64(fixedRate), "fixed"
 		}
-		cpu0 = freshCPU(b, run.pid())
+		cpu0 = freshCPU(b, run.Pid())
 		var took time.Duration
 		var nch int64
 		samples, nch, took = freshSteady(ctx, b, pool, es, alias, n, seq, rate, time.Duration(seconds)*time.Second)
-		steadyCPU = freshCPU(b, run.pid()) - cpu0
+		steadyCPU = freshCPU(b, run.Pid()) - cpu0
 		seq += nch
 		changes = nch
 		achieved = float64(nch) / took.Seconds()
 		cpuBurstPer1k = burstCPU * 1000 / float64(burst)
 		cpuSteadyPer1k = steadyCPU * 1000 / float64(nch)
 	}
-	rss := vmHWM(b, run.pid())
+	rss, err := run.PeakRSS()
+	if err != nil {
+		b.Fatal(err)
+	}
 	window := time.Duration(seconds) * time.Second
 	var lat, first, last []time.Duration
 	for _, sm := range samples {
@@ -319,7 +309,7 @@ func freshDrive(ctx context.Context, pool *pgxpool.Pool, n int, seq int64, count
 // and measures the commit-to-searchable latency of about 100 sampled
 // changes a second. It returns once every sampled change is searchable,
 // with the samples, the changes committed and the time that took.
-func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2etest.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
+func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
 	every := max(1, int64(math.Round(rate/100)))
 	var (
 		mu      sync.Mutex
@@ -386,7 +376,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2et
 	if err != nil {
 		b.Fatalf("freshness: %v", err)
 	}
-	e2etest.WaitFor(b, "every sampled change to be searchable", 5*time.Minute, func() (bool, error) {
+	testenv.WaitFor(b, "every sampled change to be searchable", 5*time.Minute, func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if first != nil {
@@ -403,7 +393,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *e2et
 // hold a seq of at least from (in the root or in any order) and returns
 // the largest seq each holds. Documents not changed since from are not
 // returned, which keeps the poller's load on Elasticsearch small.
-func freshSearchSeqs(ctx context.Context, es *e2etest.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
+func freshSearchSeqs(ctx context.Context, es *testenv.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
 	body, _ := json.Marshal(map[string]any{
 		"size": len(ids), "_source": []string{"seq", "orders.seq"},
 		"query": map[string]any{"bool": map[string]any{"filter": []any{
@@ -455,7 +445,7 @@ func freshSearchSeqs(ctx context.Context, es *e2etest.ESEnv, alias string, ids [
 
 // freshCount counts the documents of alias matching query (a JSON query
 // clause) after a refresh.
-func freshCount(ctx context.Context, es *e2etest.ESEnv, alias, query string) (int, error) {
+func freshCount(ctx context.Context, es *testenv.ESEnv, alias, query string) (int, error) {
 	if res, err := (esapi.IndicesRefreshRequest{Index: []string{alias}}).Do(ctx, es.Client); err == nil {
 		res.Body.Close()
 	}
@@ -485,7 +475,7 @@ func freshPercentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func freshLSN(tb testing.TB, pg *e2etest.PG) string {
+func freshLSN(tb testing.TB, pg *testenv.PG) string {
 	tb.Helper()
 	var lsn string
 	if err := pg.Pool.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
@@ -511,110 +501,4 @@ func freshCPU(tb testing.TB, pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
 	return (u + s) / 100
-}
-
-// vmHWM returns the peak resident set size of process pid in bytes.
-func vmHWM(tb testing.TB, pid int) int64 {
-	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	tb.Fatalf("/proc/%d/status has no VmHWM", pid)
-	return 0
-}
-
-// freshBuildDecant builds cmd/decant into a temporary directory.
-func freshBuildDecant(tb testing.TB) string {
-	tb.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(tb.TempDir(), "decant")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/decant")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build ./cmd/decant: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freshFreePort(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// freshProc is a decant child process logging to a file.
-type freshProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-// freshStart starts `decant run --config config`. Only DECANT_TEST_…
-// variables of this process's DECANT_ ones reach it: decant refuses
-// variables that name no key.
-func freshStart(tb testing.TB, bin, config, logPath string) *freshProc {
-	tb.Helper()
-	f, err := os.Create(logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--config", config)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	p := &freshProc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	})
-	return p
-}
-
-func (p *freshProc) pid() int { return p.cmd.Process.Pid }
-
-func (p *freshProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// term sends SIGTERM and returns the exit code (-1 after 60s).
-func (p *freshProc) term() int {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return -1
-	}
-}
-
-// tail returns the last n lines of the log.
-func (p *freshProc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -22,7 +22,7 @@ import (
 // acceptance 7): the same documents loaded straight into an index with
 // esutil.BulkIndexer — no versions, no dead-letter handling, as a plain
 // loader would. It returns when every document is acknowledged.
-func idxDirectBulkLoad(ctx context.Context, es *e2etest.ESEnv, index string, docs []wire.Document) error {
+func idxDirectBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document) error {
 	// As many requests in flight as the build stage's 4 workers have
 	// (esutil's default is one per CPU): with fewer, Elasticsearch waited
 	// between requests and decant's sink was faster than its "ceiling".
@@ -79,7 +79,7 @@ func idxBenchDocs(n int, version uint64) []wire.Document {
 //
 //	go test ./e2e -run '^$' -bench ESSinkVsDirectBulk -benchtime 1x -count 1
 func BenchmarkESSinkVsDirectBulk(b *testing.B) {
-	es, k := e2etest.Elasticsearch(b), e2etest.Kafka(b)
+	es, k := testenv.Elasticsearch(b), testenv.Kafka(b)
 	ctx := context.Background()
 	const batch, writers = 500, 4
 	n := benchEnvInt("DECANT_BENCH_INDEX_DOCS", 50000)
@@ -145,7 +145,7 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 			sink()
 		}
 	}
-	sinkTime, directTime := e2etest.Median(sinkTimes), e2etest.Median(directTimes)
+	sinkTime, directTime := testenv.Median(sinkTimes), testenv.Median(directTimes)
 	rounds = 1 // the rates below are of the median round
 	sinkRate := float64(n*rounds) / sinkTime.Seconds()
 	directRate := float64(n*rounds) / directTime.Seconds()

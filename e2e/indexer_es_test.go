@@ -15,13 +15,13 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
 // idxES sends an Elasticsearch request and returns status and body.
-func idxES(t *testing.T, es *e2etest.ESEnv, req esapi.Request) (int, []byte) {
+func idxES(t *testing.T, es *testenv.ESEnv, req esapi.Request) (int, []byte) {
 	t.Helper()
 	res, err := req.Do(context.Background(), es.Client)
 	if err != nil {
@@ -33,7 +33,7 @@ func idxES(t *testing.T, es *e2etest.ESEnv, req esapi.Request) (int, []byte) {
 }
 
 // idxGet returns a document's _version and _source, or found=false.
-func idxGet(t *testing.T, es *e2etest.ESEnv, index, id string) (version int64, source map[string]any, found bool) {
+func idxGet(t *testing.T, es *testenv.ESEnv, index, id string) (version int64, source map[string]any, found bool) {
 	t.Helper()
 	code, body := idxES(t, es, esapi.GetRequest{Index: index, DocumentID: id})
 	if code == http.StatusNotFound {
@@ -53,7 +53,7 @@ func idxGet(t *testing.T, es *e2etest.ESEnv, index, id string) (version int64, s
 }
 
 // idxSpecStrict is a strict mapping: unknown fields and wrong types are refused.
-func idxSpecStrict(es *e2etest.ESEnv, name string) indexer.IndexSpec {
+func idxSpecStrict(es *testenv.ESEnv, name string) indexer.IndexSpec {
 	return indexer.IndexSpec{Aggregate: name, Alias: es.Prefix + "-" + name, ZeroReplicas: true,
 		Settings: map[string]any{"number_of_shards": 1},
 		Mappings: map[string]any{"dynamic": "strict", "properties": map[string]any{
@@ -62,11 +62,11 @@ func idxSpecStrict(es *e2etest.ESEnv, name string) indexer.IndexSpec {
 		}}}
 }
 
-func idxESSink(t *testing.T, es *e2etest.ESEnv, k *e2etest.KafkaEnv, specs ...indexer.IndexSpec) *indexer.ESSink {
+func idxESSink(t *testing.T, es *testenv.ESEnv, k *testenv.KafkaEnv, specs ...indexer.IndexSpec) *indexer.ESSink {
 	t.Helper()
 	aliases := map[string]string{}
 	for _, s := range specs {
-		if _, err := indexer.EnsureIndex(e2etest.Ctx(t), es.Client, s); err != nil {
+		if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Client, s); err != nil {
 			t.Fatal(err)
 		}
 		aliases[s.Aggregate] = s.Alias
@@ -83,7 +83,7 @@ func idxESSink(t *testing.T, es *e2etest.ESEnv, k *e2etest.KafkaEnv, specs ...in
 
 func idxWrite(t *testing.T, s *indexer.ESSink, docs ...wire.Document) {
 	t.Helper()
-	if err := s.Write(e2etest.Ctx(t), docs); err != nil {
+	if err := s.Write(testenv.Ctx(t), docs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,7 +93,7 @@ func idxWrite(t *testing.T, s *indexer.ESSink, docs ...wire.Document) {
 // duplicate (same version: the same build, so the same document) is simply
 // written again (external_gte); deletes carry the version too.
 func TestESSinkVersions(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 
@@ -127,7 +127,7 @@ func TestESSinkVersions(t *testing.T) {
 // TestESSinkCompositeIDs: _id is the text of a single id value, the JSON
 // array of the values of a composite id.
 func TestESSinkCompositeIDs(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
 	line, sku := idxSpecStrict(es, "line"), idxSpecStrict(es, "sku")
 	s := idxESSink(t, es, k, line, sku)
 	idxWrite(t, s,
@@ -149,10 +149,10 @@ func TestESSinkCompositeIDs(t *testing.T) {
 // refuses land in the DLQ with their reason while the others of the same
 // batch are indexed.
 func TestESSinkDeadLetters(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	err := s.Write(ctx, []wire.Document{
 		idxDoc("customer", `{"id":1}`, 10, `{"name":"ok one","n":1}`),
 		idxDoc("customer", `{"id":2}`, 10, `{"name":"bad type","n":"not a number"}`),
@@ -203,7 +203,7 @@ func TestESSinkDeadLetters(t *testing.T) {
 // operator's block) is an operational problem: Write retries with backoff
 // and succeeds once the block is lifted; nothing goes to the DLQ.
 func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 	block := func(on bool) {
@@ -217,7 +217,7 @@ func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
 	t.Cleanup(func() { block(false) })
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Write(e2etest.Ctx(t), []wire.Document{idxDoc("customer", `{"id":1}`, 10, `{"name":"x"}`)})
+		done <- s.Write(testenv.Ctx(t), []wire.Document{idxDoc("customer", `{"id":1}`, 10, `{"name":"x"}`)})
 	}()
 	time.Sleep(400 * time.Millisecond)
 	select {
@@ -241,9 +241,9 @@ func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
 // exist fails (the batch is retried) instead of letting Elasticsearch
 // auto-create an index under the alias's name.
 func TestESSinkMissingAlias(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
 	s := idxESSink(t, es, k)
-	err := s.Write(e2etest.Ctx(t), []wire.Document{idxDoc(es.Prefix+"-nothing", `{"id":1}`, 10, "")})
+	err := s.Write(testenv.Ctx(t), []wire.Document{idxDoc(es.Prefix+"-nothing", `{"id":1}`, 10, "")})
 	if err == nil || !strings.Contains(err.Error(), "alias does not exist") {
 		t.Fatalf("Write = %v, want an alias-missing error", err)
 	}
@@ -255,8 +255,8 @@ func TestESSinkMissingAlias(t *testing.T) {
 // TestEnsureIndex: creates <alias>_<hash> behind the alias once, is
 // idempotent, and reports a mapping change instead of applying it.
 func TestEnsureIndex(t *testing.T) {
-	es := e2etest.Elasticsearch(t)
-	ctx := e2etest.Ctx(t)
+	es := testenv.Elasticsearch(t)
+	ctx := testenv.Ctx(t)
 	spec := idxSpecStrict(es, "customer")
 	for range 2 {
 		got, err := indexer.EnsureIndex(ctx, es.Client, spec)
@@ -284,12 +284,12 @@ func TestEnsureIndex(t *testing.T) {
 // name without decant's _meta (auto-created by a late write after the index
 // was deleted) is dropped and created again with the right mappings.
 func TestEnsureIndexReplacesAutoCreatedIndex(t *testing.T) {
-	es := e2etest.Elasticsearch(t)
+	es := testenv.Elasticsearch(t)
 	spec := idxSpecStrict(es, "customer")
 	if code, body := idxES(t, es, esapi.IndexRequest{Index: spec.IndexName(), DocumentID: "1", Body: strings.NewReader(`{"n":"dynamic text"}`)}); code != http.StatusCreated {
 		t.Fatalf("auto-create %s: %d %s", spec.IndexName(), code, body)
 	}
-	if _, err := indexer.EnsureIndex(e2etest.Ctx(t), es.Client, spec); err != nil {
+	if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Client, spec); err != nil {
 		t.Fatal(err)
 	}
 	code, body := idxES(t, es, esapi.IndicesGetMappingRequest{Index: []string{spec.Alias}})

@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -29,7 +29,7 @@ func idxDoc(agg, id string, version uint64, doc string) wire.Document {
 
 // idxConsume reads topic from the start until it holds n records, in
 // partition order per partition.
-func idxConsume(t *testing.T, k *e2etest.KafkaEnv, topic string, n int) []*kgo.Record {
+func idxConsume(t *testing.T, k *testenv.KafkaEnv, topic string, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -37,7 +37,7 @@ func idxConsume(t *testing.T, k *e2etest.KafkaEnv, topic string, n int) []*kgo.R
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), 30*time.Second)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), 30*time.Second)
 	defer cancel()
 	var got []*kgo.Record
 	for len(got) < n {
@@ -54,7 +54,7 @@ func idxConsume(t *testing.T, k *e2etest.KafkaEnv, topic string, n int) []*kgo.R
 	return got
 }
 
-func idxKafkaSink(t *testing.T, k *e2etest.KafkaEnv) *indexer.KafkaSink {
+func idxKafkaSink(t *testing.T, k *testenv.KafkaEnv) *indexer.KafkaSink {
 	t.Helper()
 	s, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Partitions: 3})
 	if err != nil {
@@ -68,8 +68,8 @@ func idxKafkaSink(t *testing.T, k *e2etest.KafkaEnv) *indexer.KafkaSink {
 // (PRODUCT.md §5): key = the id object as given, value = the envelope, a
 // tombstone after a deleted document, a compacted topic.
 func TestKafkaSinkEnvelopeAndTombstone(t *testing.T) {
-	k := e2etest.Kafka(t)
-	ctx := e2etest.Ctx(t)
+	k := testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
 	s := idxKafkaSink(t, k)
 	err := s.Write(ctx, []wire.Document{
 		idxDoc("customer", `{"id":7}`, 23803720, `{"id":7,"name":"Ann","orders":[{"id":1,"total":19.90}]}`),
@@ -116,8 +116,8 @@ func TestKafkaSinkEnvelopeAndTombstone(t *testing.T) {
 // partitions guarantee), mixed with stale replays, and checks that per key
 // the versions in the topic never decrease.
 func TestKafkaSinkVersionsNeverDecrease(t *testing.T) {
-	k := e2etest.Kafka(t)
-	ctx := e2etest.Ctx(t)
+	k := testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
 	s := idxKafkaSink(t, k)
 	const writers, keysPerWriter, rounds = 4, 5, 20
 	var wg sync.WaitGroup
@@ -170,8 +170,8 @@ func TestKafkaSinkVersionsNeverDecrease(t *testing.T) {
 // TestKafkaSinkTooLargeGoesToDLQ: a document Kafka can never take is
 // dead-lettered with its reason and the rest of the batch is written.
 func TestKafkaSinkTooLargeGoesToDLQ(t *testing.T) {
-	k := e2etest.Kafka(t)
-	ctx := e2etest.Ctx(t)
+	k := testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
 	s := idxKafkaSink(t, k)
 	big := `{"blob":"` + strings.Repeat("x", 2<<20) + `"}`
 	if err := s.Write(ctx, []wire.Document{idxDoc("blob", `{"id":1}`, 10, big), idxDoc("blob", `{"id":2}`, 10, `{"ok":true}`)}); err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -26,8 +26,8 @@ import (
 // alias all along never sees a failure nor a partial index, and after the
 // swap searches use mapping B.
 func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
-	ctx := e2etest.Ctx(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
 	const n = 300
 	specA := indexer.IndexSpec{Aggregate: "article", Alias: es.Prefix + "-article", ZeroReplicas: true,
 		Settings: map[string]any{"number_of_shards": 1},
@@ -152,8 +152,8 @@ func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
 // TestReindexAbort: an abandoned reindex removes the marker and the new
 // index; the alias and its documents are untouched.
 func TestReindexAbort(t *testing.T) {
-	es, k := e2etest.Elasticsearch(t), e2etest.Kafka(t)
-	ctx := e2etest.Ctx(t)
+	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
 	specA := idxSpecStrict(es, "customer")
 	specB := specA
 	specB.Mappings = map[string]any{"properties": map[string]any{"name": map[string]any{"type": "keyword"}, "n": map[string]any{"type": "long"}}}
@@ -181,7 +181,7 @@ func TestReindexAbort(t *testing.T) {
 	}
 }
 
-func idxSearchTotal(ctx context.Context, es *e2etest.ESEnv, alias string) (int, error) {
+func idxSearchTotal(ctx context.Context, es *testenv.ESEnv, alias string) (int, error) {
 	tt := true
 	res, err := esapi.SearchRequest{Index: []string{alias}, Body: strings.NewReader(`{"size":0,"query":{"match_all":{}}}`), TrackTotalHits: tt}.Do(ctx, es.Client)
 	if err != nil {
@@ -207,7 +207,7 @@ func idxSearchTotal(ctx context.Context, es *e2etest.ESEnv, alias string) (int, 
 	return r.Hits.Total.Value, nil
 }
 
-func idxCount(t *testing.T, es *e2etest.ESEnv, alias, query string) int {
+func idxCount(t *testing.T, es *testenv.ESEnv, alias, query string) int {
 	t.Helper()
 	code, body := idxES(t, es, esapi.CountRequest{Index: []string{alias}, Body: strings.NewReader(`{"query":` + query + `}`)})
 	if code != 200 {

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestMissingServerFailsUnderCI runs each smoke test in a child `go test`
 // with that server's address pointing at a closed port and CI=true: the
 // child must fail (not skip) and name the server.
 func TestMissingServerFailsUnderCI(t *testing.T) {
-	e2etest.Integration(t)
+	testenv.Integration(t)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go toolchain not on PATH: %v", err)

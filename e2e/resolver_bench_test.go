@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
@@ -58,17 +56,10 @@ aggregates:
 func BenchmarkBackfill(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_AGGREGATES", 100000)
 	withKafka := os.Getenv("DECANT_BENCH_KAFKA_SINK") == "1"
-	pg, k, es := e2etest.Postgres(b), e2etest.Kafka(b), e2etest.Elasticsearch(b)
-	ctx := e2etest.Ctx(b)
-	benchSeedCustomers(b, pg, n)
-	model := benchModel(b, pg, strings.ReplaceAll(resBenchMapping, "IDX_", es.Prefix+"_"))
+	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
+	ctx := testenv.Ctx(b)
+	model, pool, log := benchCustomers(ctx, b, pg, n, es.Prefix)
 	agg := model.Aggregate("customer")
-	pool, err := resolver.NewPool(ctx, pg.DSN, "decant-bench", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
 	// The defaults of `decant build`: 6 partitions, batches of 500 ids,
 	// 4 workers, bulk requests of 1000 actions.
@@ -101,15 +92,7 @@ func BenchmarkBackfill(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bctx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- builder.Run(bctx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			b.Error(err)
-		}
-	}()
+	defer resRunBuilder(ctx, b, builder)()
 	// The build stage is running before the clock starts, as it is when
 	// `decant backfill` is called: wait until its group is stable.
 	resWaitGroupStable(b, k, k.Prefix+".build")
@@ -120,13 +103,7 @@ func BenchmarkBackfill(b *testing.B) {
 		rounds++
 		resWaitESQuiet(b, es)
 		start := time.Now()
-		bf, err := resolver.Backfill(ctx, cfg, pool, model, agg.Name, resolver.BackfillOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
-			b.Fatal(err)
-		}
+		bf := resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		pipeline += time.Since(start)
 		if bf.Count != int64(n) {
 			b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)
@@ -157,7 +134,7 @@ func BenchmarkBackfill(b *testing.B) {
 // resBenchDirect builds the documents of ids 1..n with the aggregate's
 // Build statement, 100000 at a time, and bulk-loads each chunk into index
 // with idxDirectBulkLoad. Only the loads are timed.
-func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEnv, agg *mappings.Aggregate, index string, n int) (time.Duration, error) {
+func resBenchDirect(ctx context.Context, pool mappings.Querier, es *testenv.ESEnv, agg *mappings.Aggregate, index string, n int) (time.Duration, error) {
 	const chunk = 100_000
 	var took time.Duration
 	for lo := 1; lo <= n; lo += chunk {
@@ -206,15 +183,15 @@ func resBenchDirect(ctx context.Context, pool mappings.Querier, es *e2etest.ESEn
 // resWaitESQuiet flushes Elasticsearch and waits until no merge runs, so
 // that neither timed load pays for the background work the one before it
 // left (merging a million freshly indexed documents takes minutes).
-func resWaitESQuiet(tb testing.TB, es *e2etest.ESEnv) {
+func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 	tb.Helper()
-	ctx := e2etest.Ctx(tb)
+	ctx := testenv.Ctx(tb)
 	res, err := esapi.IndicesFlushRequest{}.Do(ctx, es.Client)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	res.Body.Close()
-	e2etest.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
+	testenv.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
 		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Client)
 		if err != nil {
 			return false, err
@@ -237,11 +214,11 @@ func resWaitESQuiet(tb testing.TB, es *e2etest.ESEnv) {
 }
 
 // resWaitGroupStable waits until group is stable with at least one member.
-func resWaitGroupStable(tb testing.TB, k *e2etest.KafkaEnv, group string) {
+func resWaitGroupStable(tb testing.TB, k *testenv.KafkaEnv, group string) {
 	tb.Helper()
-	ctx := e2etest.Ctx(tb)
+	ctx := testenv.Ctx(tb)
 	adm := kadm.NewClient(k.Client)
-	e2etest.WaitFor(tb, "consumer group "+group+" to be stable", 2*time.Minute, func() (bool, error) {
+	testenv.WaitFor(tb, "consumer group "+group+" to be stable", 2*time.Minute, func() (bool, error) {
 		gs, err := adm.DescribeGroups(ctx, group)
 		if err != nil {
 			return false, err
@@ -252,4 +229,18 @@ func resWaitGroupStable(tb testing.TB, k *e2etest.KafkaEnv, group string) {
 		}
 		return g.State == "Stable" && len(g.Members) > 0, fmt.Errorf("state %s, %d members", g.State, len(g.Members))
 	})
+}
+
+// resRunBuilder runs the build stage until the returned stop is called,
+// which reports the error Run returned.
+func resRunBuilder(ctx context.Context, b *testing.B, builder *resolver.Builder) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- builder.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-ran; err != nil {
+			b.Error(err)
+		}
+	}
 }

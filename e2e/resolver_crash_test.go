@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
-	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestResolverKillNine is the differential test of issue 5 (acceptance 2)
@@ -30,27 +29,19 @@ import (
 // DECANT_HEAVY=1), DECANT_RESOLVER_KILLS the kills of each stage (default
 // 5; 10 with DECANT_HEAVY=1), DECANT_RESOLVER_SEED the random seed.
 func TestResolverKillNine(t *testing.T) {
-	ops, kills := 20000, 5
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		ops, kills = 100000, 10
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_OPS")); err == nil && v > 0 {
-		ops = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_KILLS")); err == nil && v > 0 {
-		kills = v
-	}
+	ops := resSize("DECANT_RESOLVER_OPS", 20000, 100000)
+	kills := resSize("DECANT_RESOLVER_KILLS", 5, 10)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
 	}
 	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations, at least %d kills of each stage", seed, ops, kills)
 	e := newResEnv(t, resShopSchema, resShopMapping)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
 	e.startStreamer()
 	polled := t.TempDir()
-	stages := &resKillable{e: e, polled: polled, current: map[string]*resChild{}, gens: map[string]int{}, kills: map[string]int{}}
+	stages := &resKillable{e: e, polled: polled, current: map[string]*testenv.Proc{}, gens: map[string]int{}, kills: map[string]int{}}
 	for _, s := range []string{"map", "build"} {
 		if err := stages.start(s); err != nil {
 			t.Fatal(err)
@@ -60,15 +51,7 @@ func TestResolverKillNine(t *testing.T) {
 
 	// The first start backfills, as in TestResolverDifferential.
 	for _, a := range []string{"customer", "product"} {
-		bf, err := resolver.Backfill(ctx, e.cfg, e.pool, e.model, a, resolver.BackfillOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		if err := resolver.WaitBuilt(wctx, e.cfg, bf, nil); err != nil {
-			t.Fatalf("backfill of %s: wait for the build stage: %v", a, err)
-		}
-		cancel()
+		resBackfill(ctx, t, e.cfg, e.pool, e.model, a, 3*time.Minute)
 	}
 
 	// One killer per stage (killLoop) until the workload is done and each
@@ -100,8 +83,8 @@ func TestResolverKillNine(t *testing.T) {
 	e.waitQuiet(5 * time.Minute)
 	converged := time.Now()
 	for _, s := range []string{"map", "build"} {
-		if c := stages.current[s]; c.exited() {
-			t.Fatalf("%s exited on its own: %v\n%s", c.name, c.err, c.logTail(30))
+		if c := stages.current[s]; c.Exited() {
+			t.Fatalf("%s exited on its own: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
 	}
 	t.Logf("converged %s after the last restart, %s after the end of the workload",
@@ -117,7 +100,7 @@ type resKillable struct {
 	e       *resEnv
 	polled  string // directory of the polled-record logs
 	mu      sync.Mutex
-	current map[string]*resChild
+	current map[string]*testenv.Proc
 	gens    map[string]int
 	kills   map[string]int
 	history []string
@@ -188,13 +171,13 @@ func (k *resKillable) killLoop(ctx context.Context, stage string, r *rand.Rand, 
 			return ctx.Err()
 		case <-time.After(wait):
 		}
-		if c.exited() {
-			return fmt.Errorf("%s exited on its own before its kill: %v\n%s", c.name, c.err, c.logTail(30))
+		if c.Exited() {
+			return fmt.Errorf("%s exited on its own before its kill: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
-		c.kill()
+		c.Kill()
 		k.mu.Lock()
 		k.kills[stage]++
-		k.history = append(k.history, fmt.Sprintf("%s killed %s %s", c.name, wait.Round(time.Millisecond), how))
+		k.history = append(k.history, fmt.Sprintf("%s killed %s %s", c.Name, wait.Round(time.Millisecond), how))
 		k.mu.Unlock()
 		if err := k.start(stage); err != nil {
 			return err
@@ -216,7 +199,7 @@ func (k *resKillable) report(t *testing.T) func() {
 		t.Logf("kill history: %v", k.history)
 		if t.Failed() {
 			for _, c := range k.current {
-				t.Logf("last lines of %s:\n%s", c.name, c.logTail(20))
+				t.Logf("last lines of %s:\n%s", c.Name, c.Tail(20))
 			}
 		}
 	}
@@ -264,13 +247,14 @@ func (k *resKillable) duplicates(t *testing.T) map[string]resRedelivery {
 }
 
 // resRunWorkload runs at least ops random operations of shop in
-// transactions of 1-8 operations, as TestResolverDifferential does, and
+// transactions of 1-8 operations (the workload of TestResolverDifferential
+// and TestResolverKillNine), and
 // goes on until enough returns true (nil: stop at ops). statements[i]
 // replaces operation i (a TRUNCATE), events[i] runs after operation i. It
 // returns the number of operations run.
 func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, enough func() bool, statements map[int]string, events map[int]func()) int {
 	t.Helper()
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	conn, err := e.pg.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +280,7 @@ func resRunWorkload(t *testing.T, e *resEnv, shop *resShop, ops int, enough func
 		n := 1 + shop.r.IntN(8)
 		again := false
 		var txErr error
-		for i := 0; i < n; i++ {
+		for i := 0; i < n && (enough != nil || done < ops); i++ {
 			if sql, ok := statements[done]; ok {
 				_, txErr = tx.Exec(ctx, sql)
 				again = true

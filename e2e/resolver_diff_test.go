@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
 )
 
@@ -371,20 +370,14 @@ ANALYZE;
 // DECANT_RESOLVER_OPS sets the number of operations (default 20000;
 // 100000 with DECANT_HEAVY=1, as in make test-heavy).
 func TestResolverDifferential(t *testing.T) {
-	ops := 20000
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		ops = 100000
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_RESOLVER_OPS")); err == nil && v > 0 {
-		ops = v
-	}
+	ops := resSize("DECANT_RESOLVER_OPS", 20000, 100000)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
 	}
 	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations", seed, ops)
 	e := newResEnv(t, resShopSchema, resShopMapping)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
 	e.startStreamer()
 	e.startMapper("map")
@@ -392,15 +385,7 @@ func TestResolverDifferential(t *testing.T) {
 
 	// The first start backfills: every root id through the refs topic.
 	for _, a := range []string{"customer", "product"} {
-		bf, err := resolver.Backfill(ctx, e.cfg, e.pool, e.model, a, resolver.BackfillOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		if err := resolver.WaitBuilt(wctx, e.cfg, bf, nil); err != nil {
-			t.Fatalf("backfill of %s: wait for the build stage: %v", a, err)
-		}
-		cancel()
+		bf := resBackfill(ctx, t, e.cfg, e.pool, e.model, a, 2*time.Minute)
 		if need, err := resolver.NeedsBackfill(ctx, e.cfg, a); err != nil || need {
 			t.Errorf("NeedsBackfill(%s) after a backfill = %v, %v; want false", a, need, err)
 		}
@@ -408,19 +393,6 @@ func TestResolverDifferential(t *testing.T) {
 	}
 
 	shop := &resShop{r: rand.New(rand.NewPCG(seed, 1)), next: 1_000_000}
-	conn, err := e.pg.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := shop.reload(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	_ = tx.Commit(ctx)
 	started := time.Now()
 	truncated := map[int]string{ops / 10: "TRUNCATE order_lines", ops / 4: "TRUNCATE customers CASCADE"}
 	events := map[int]func(){
@@ -428,51 +400,7 @@ func TestResolverDifferential(t *testing.T) {
 		ops * 3 / 5: func() { e.stop("map"); e.startMapper("map") },
 		ops * 3 / 4: func() { e.stop("build") }, // rebalance: the first leaves
 	}
-	done := 0
-	for done < ops {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 1 + shop.r.IntN(8)
-		reload := false
-		var txErr error
-		for i := 0; i < n && done < ops; i++ {
-			if sql, ok := truncated[done]; ok {
-				_, txErr = tx.Exec(ctx, sql)
-				reload = true
-				t.Logf("%s after %d operations", sql, done)
-			} else {
-				var r bool
-				r, txErr = shop.op(ctx, tx)
-				reload = reload || r
-			}
-			if fn, ok := events[done]; ok {
-				fn()
-			}
-			done++
-			if txErr != nil {
-				break
-			}
-		}
-		if txErr != nil {
-			_ = tx.Rollback(ctx)
-			shop.failed++
-			reload = true
-		} else if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if reload {
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := shop.reload(ctx, tx); err != nil {
-				t.Fatal(err)
-			}
-			_ = tx.Commit(ctx)
-		}
-	}
+	done := resRunWorkload(t, e, shop, ops, nil, truncated, events)
 	t.Logf("workload: %d operations in %s (%d transactions rolled back, %d reloads)", done, time.Since(started).Round(time.Millisecond), shop.failed, shop.reloads)
 	quiet := time.Now()
 	e.waitQuiet(3 * time.Minute)
@@ -512,38 +440,14 @@ func (e *resEnv) compare(t *testing.T) {
 // replay re-produces every record of topics into the same topics.
 func (e *resEnv) replay(t *testing.T, topics []string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), time.Minute)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), time.Minute)
 	defer cancel()
 	n := 0
 	for _, topic := range topics {
-		ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[int32]int64{}
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err == nil && o.Offset > 0 {
-				want[o.Partition] = o.Offset
-			}
-		})
-		cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var recs []*kgo.Record
-		for len(want) > 0 {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatal(ctx.Err())
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-					delete(want, r.Partition)
-				}
-				recs = append(recs, &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value})
-			})
+		for _, r := range e.k.Records(t, topic) {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value})
 		}
-		cl.Close()
 		if err := e.k.Client.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
 		}

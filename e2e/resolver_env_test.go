@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -22,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/streamer"
@@ -35,9 +33,9 @@ import (
 // sinks behind a version checker.
 type resEnv struct {
 	t      *testing.T
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
-	es     *e2etest.ESEnv
+	pg     *testenv.PG
+	k      *testenv.KafkaEnv
+	es     *testenv.ESEnv
 	model  *mappings.Model
 	pool   *pgxpool.Pool
 	slot   string
@@ -67,11 +65,11 @@ type resProc struct {
 // index prefix) and creates the sinks. Nothing runs yet.
 func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	t.Helper()
-	pg := e2etest.Postgres(t)
-	k := e2etest.Kafka(t)
-	es := e2etest.Elasticsearch(t)
+	pg := testenv.Postgres(t)
+	k := testenv.Kafka(t)
+	es := testenv.Elasticsearch(t)
 	pg.Exec(t, schemaSQL)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
 	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mappingYAML)}})
 	if err != nil {
@@ -96,7 +94,7 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
-	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + e2etest.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
+	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + testenv.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
 	e.cfg = resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, BatchSize: 200, Logger: log}
 	e.kafka, err = indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, Logger: log})
 	if err != nil {
@@ -210,50 +208,19 @@ func (e *resEnv) topics() (raw, refs []string) {
 	return raw, refs
 }
 
-// groupLag is the records of topics not yet committed by group.
-func (e *resEnv) groupLag(ctx context.Context, group string, topics []string) (int64, error) {
-	ends, err := e.k.Admin.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	starts, err := e.k.Admin.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	committed, err := e.k.Admin.FetchOffsets(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			return
-		}
-		at := int64(0)
-		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
-			at = s.Offset
-		}
-		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
-			at = c.At
-		}
-		lag += o.Offset - at
-	})
-	return lag, nil
-}
-
 // waitQuiet waits until every change committed so far is in the sinks:
 // the slot confirmed the current WAL position (every change is in the raw
 // topics), then the map group committed every raw record (every ref is in
 // the refs topics), then the build group committed every ref.
 func (e *resEnv) waitQuiet(timeout time.Duration) {
 	e.t.Helper()
-	ctx := e2etest.Ctx(e.t)
+	ctx := testenv.Ctx(e.t)
 	var target string
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
 		e.t.Fatal(err)
 	}
 	want, _ := wire.ParseLSN(target)
-	e2etest.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
+	testenv.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
 		var s *string
 		if err := e.pg.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&s); err != nil || s == nil {
 			return false, err
@@ -269,8 +236,8 @@ func (e *resEnv) waitQuiet(timeout time.Duration) {
 		group  string
 		topics []string
 	}{{e.k.Prefix + ".map", raw}, {e.k.Prefix + ".build", refs}} {
-		e2etest.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
-			lag, err := e.groupLag(ctx, w.group, w.topics)
+		testenv.WaitFor(e.t, "group "+w.group+" to commit everything", timeout, func() (bool, error) {
+			lag, err := testenv.GroupLag(ctx, e.k.Admin, w.group, w.topics...)
 			return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
 		})
 	}
@@ -305,7 +272,7 @@ func (c *resVersionCheck) Write(_ context.Context, docs []wire.Document) error {
 func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []string) {
 	e.t.Helper()
 	topic := wire.AggTopic(e.k.Prefix, aggregate)
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(e.t), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(e.t), 2*time.Minute)
 	defer cancel()
 	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -365,55 +332,26 @@ func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []
 // aggregate key of the oracle (built from the _id with idOf).
 func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[string]json.RawMessage {
 	e.t.Helper()
-	ctx := e2etest.Ctx(e.t)
+	ctx := testenv.Ctx(e.t)
 	if err := e.search.Refresh(ctx, aggregate); err != nil {
 		e.t.Fatal(err)
 	}
 	alias := e.model.Aggregate(aggregate).Index
-	out := map[string]json.RawMessage{}
-	var after []any
-	for {
-		body := map[string]any{"size": 5000, "sort": []any{map[string]any{"_doc": "asc"}}}
-		if after != nil {
-			body["search_after"] = after
-		}
-		b, _ := json.Marshal(body)
-		res, err := e.es.Client.Search(e.es.Client.Search.WithContext(ctx), e.es.Client.Search.WithIndex(alias),
-			e.es.Client.Search.WithBody(strings.NewReader(string(b))))
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.IsError() {
-			e.t.Fatalf("search %s: %s", alias, raw)
-		}
-		var sr struct {
-			Hits struct {
-				Hits []struct {
-					ID     string          `json:"_id"`
-					Source json.RawMessage `json:"_source"`
-					Sort   []any           `json:"sort"`
-				} `json:"hits"`
-			} `json:"hits"`
-		}
-		if err := json.Unmarshal(raw, &sr); err != nil {
-			e.t.Fatal(err)
-		}
-		if len(sr.Hits.Hits) == 0 {
-			return out
-		}
-		for _, h := range sr.Hits.Hits {
-			out[keyOf(h.ID)] = h.Source
-		}
-		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+	hits, err := testenv.ESHits(ctx, e.es.URL, alias, true)
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	out := map[string]json.RawMessage{}
+	for _, h := range hits {
+		out[keyOf(h.ID)] = h.Source
+	}
+	return out
 }
 
 // oracleState runs an oracle query returning (key json, doc jsonb) rows.
 func (e *resEnv) oracleState(sql string) map[string]json.RawMessage {
 	e.t.Helper()
-	rows, err := e.pool.Query(e2etest.Ctx(e.t), sql)
+	rows, err := e.pool.Query(testenv.Ctx(e.t), sql)
 	if err != nil {
 		e.t.Fatalf("oracle: %v", err)
 	}
@@ -481,11 +419,6 @@ func resReport(t *testing.T, problems []string) {
 
 // Stages as child processes, so that tests can kill -9 them and read
 // their peak memory. TestMain turns the test binary into one stage when
-// resChildEnv holds a resChildSpec.
-
-// resChildEnv carries the spec of a stage run as a child process.
-const resChildEnv = "DECANT_TEST_RESOLVER_CHILD"
-
 // resChildSpec is what a child stage needs: the same settings as the
 // in-process stages of resEnv.
 type resChildSpec struct {
@@ -505,16 +438,18 @@ type resChildSpec struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(resChildEnv); spec != "" {
+	if spec := os.Getenv(testenv.ChildEnv); spec != "" {
 		os.Exit(resRunChild(spec))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.RemoveDecant()
+	os.Exit(code)
 }
 
 func resRunChild(spec string) int {
 	var c resChildSpec
 	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, resChildEnv+":", err)
+		fmt.Fprintln(os.Stderr, testenv.ChildEnv+":", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -623,45 +558,17 @@ func (h *resPolledLog) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
 	_, _ = fmt.Fprintf(h.f, "%s %d %d\n", r.Topic, r.Partition, r.Offset)
 }
 
-// resChild is a stage running in a child process.
-type resChild struct {
-	name string // e.g. map#3
-	cmd  *exec.Cmd
-	log  string // path of its stderr
-	done chan struct{}
-	err  error // Wait's result, once done is closed
-}
-
 // startChild runs stage ("map" or "build") in a child process; gen
 // numbers the restarts in file names. polled, when set, receives the
 // stage's consumed records (resChildSpec.Polled). It returns an error
 // instead of failing so that it can be called from any goroutine.
-func (e *resEnv) startChild(stage string, gen int, polled string) (*resChild, error) {
+func (e *resEnv) startChild(stage string, gen int, polled string) (*testenv.Proc, error) {
 	spec, err := json.Marshal(resChildSpec{Stage: stage, DSN: e.pg.DSN, Brokers: e.k.Brokers, Prefix: e.k.Prefix, ESURL: e.es.URL,
 		Mapping: e.mapping, Partitions: e.cfg.Partitions, BatchSize: e.cfg.BatchSize, Polled: polled})
 	if err != nil {
 		return nil, err
 	}
-	c := &resChild{name: fmt.Sprintf("%s#%d", stage, gen), done: make(chan struct{})}
-	c.log = filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen))
-	logf, err := os.Create(c.log)
-	if err != nil {
-		return nil, err
-	}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), resChildEnv+"="+string(spec))
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	if err := c.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", c.name, err)
-	}
-	go func() { c.err = c.cmd.Wait(); logf.Close(); close(c.done) }()
-	e.t.Cleanup(func() {
-		if !c.exited() {
-			c.kill()
-		}
-	})
-	return c, nil
+	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen)), string(spec))
 }
 
 // logDir is a directory for child logs that survives the test when
@@ -682,55 +589,41 @@ func (e *resEnv) logDir() string {
 	return e.childLogs
 }
 
-func (c *resChild) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (c *resChild) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-// term sends SIGTERM and waits up to a minute for a clean exit; it
+// resTerm sends SIGTERM and waits up to a minute for a clean exit; it
 // returns the exit error.
-func (c *resChild) term() error {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return c.err
-	case <-time.After(time.Minute):
-		c.kill()
-		return fmt.Errorf("%s did not stop within a minute of SIGTERM", c.name)
+func resTerm(c *testenv.Proc) error {
+	c.Term(time.Minute)
+	if err := c.Err(); err != nil {
+		return fmt.Errorf("after SIGTERM: %w", err)
 	}
+	return nil
 }
 
-// peakRSS returns the process's peak resident set size (VmHWM) in bytes.
-func (c *resChild) peakRSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+// resSize is a test's size: the environment variable name when set to a
+// positive integer, else heavy with DECANT_HEAVY=1 (make test-heavy), else
+// def.
+func resSize(name string, def, heavy int) int {
+	if os.Getenv("DECANT_HEAVY") == "1" {
+		def = heavy
+	}
+	return benchEnvInt(name, def)
+}
+
+// resBackfill backfills aggregate through the refs topic and waits until
+// the build stage has built every id (within timeout, when not 0).
+func resBackfill(ctx context.Context, tb testing.TB, cfg resolver.Config, pool *pgxpool.Pool, model *mappings.Model, aggregate string, timeout time.Duration) *resolver.Backfilled {
+	tb.Helper()
+	bf, err := resolver.Backfill(ctx, cfg, pool, model, aggregate, resolver.BackfillOptions{})
 	if err != nil {
-		return 0, err
+		tb.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
-			}
-			return kb << 10, nil
-		}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", c.cmd.Process.Pid)
-}
-
-// logTail is the last lines of the child's log, for failure messages.
-func (c *resChild) logTail(lines int) string {
-	b, _ := os.ReadFile(c.log)
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
+	if err := resolver.WaitBuilt(ctx, cfg, bf, nil); err != nil {
+		tb.Fatalf("backfill of %s: wait for the build stage: %v", aggregate, err)
+	}
+	return bf
 }

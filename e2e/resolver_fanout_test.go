@@ -1,21 +1,17 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -53,13 +49,7 @@ const resFanOthers = 100
 // N is 20000 by default, 200000 with DECANT_HEAVY=1 (make test-heavy),
 // or DECANT_FANOUT_AGGREGATES.
 func TestResolverFanOut(t *testing.T) {
-	n := 20000
-	if os.Getenv("DECANT_HEAVY") == "1" {
-		n = 200000
-	}
-	if v, err := strconv.Atoi(os.Getenv("DECANT_FANOUT_AGGREGATES")); err == nil && v > 0 {
-		n = v
-	}
+	n := resSize("DECANT_FANOUT_AGGREGATES", 20000, 200000)
 	const maxRSS = 300 << 20
 	e := newResEnv(t, resFanSchema, resFanMapping)
 	e.pg.Exec(t, fmt.Sprintf(`
@@ -84,8 +74,8 @@ ANALYZE;`, n, n, resFanOthers))
 	// waitQuiet alone does not wait for a snapshot (the slot starts past
 	// it): wait for every row in the raw topics first.
 	raw, _ := e.topics()
-	ctx := e2etest.Ctx(t)
-	e2etest.WaitFor(t, "the snapshot of every row in the raw topics", resFanTimeout(n), func() (bool, error) {
+	ctx := testenv.Ctx(t)
+	testenv.WaitFor(t, "the snapshot of every row in the raw topics", resFanTimeout(n), func() (bool, error) {
 		ends, err := e.k.Admin.ListEndOffsets(ctx, raw...)
 		if err != nil {
 			return false, err
@@ -100,9 +90,9 @@ ANALYZE;`, n, n, resFanOthers))
 		t.Fatalf("after the initial load Elasticsearch has %d line documents, want %d", got, total)
 	}
 	loadMap, loadBuild := resPeak(t, mapper), resPeak(t, builder)
-	for _, c := range []*resChild{mapper, builder} {
-		if err := c.term(); err != nil {
-			t.Fatalf("%s: %v\n%s", c.name, err, c.logTail(20))
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if err := resTerm(c); err != nil {
+			t.Fatalf("%s: %v\n%s", c.Name, err, c.Tail(20))
 		}
 	}
 
@@ -113,15 +103,15 @@ ANALYZE;`, n, n, resFanOthers))
 	if builder, err = e.startChild("build", 2, ""); err != nil {
 		t.Fatal(err)
 	}
-	title := "new title " + e2etest.Suffix()
+	title := "new title " + testenv.Suffix()
 	started = time.Now()
 	e.pg.Exec(t, `UPDATE products SET title = $1 WHERE id = 1`, title)
 	e.waitQuiet(resFanTimeout(n))
 	took := time.Since(started)
 	fanMap, fanBuild := resPeak(t, mapper), resPeak(t, builder)
-	for _, c := range []*resChild{mapper, builder} {
-		if c.exited() {
-			t.Fatalf("%s exited: %v\n%s", c.name, c.err, c.logTail(30))
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if c.Exited() {
+			t.Fatalf("%s exited: %v\n%s", c.Name, c.Err(), c.Tail(30))
 		}
 	}
 	t.Logf("fan-out to %d documents: %s (%.0f docs/s)", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
@@ -185,14 +175,14 @@ func resFanTimeout(n int) time.Duration {
 }
 
 // resPeak reads a live child's peak RSS.
-func resPeak(t *testing.T, c *resChild) int64 {
+func resPeak(t *testing.T, c *testenv.Proc) int64 {
 	t.Helper()
-	if c.exited() {
-		t.Fatalf("%s exited: %v\n%s", c.name, c.err, c.logTail(30))
+	if c.Exited() {
+		t.Fatalf("%s exited: %v\n%s", c.Name, c.Err(), c.Tail(30))
 	}
-	rss, err := c.peakRSS()
+	rss, err := c.PeakRSS()
 	if err != nil {
-		t.Fatalf("%s: %v", c.name, err)
+		t.Fatalf("%s: %v", c.Name, err)
 	}
 	return rss
 }
@@ -201,7 +191,7 @@ func resPeak(t *testing.T, c *resChild) int64 {
 // (all when nil), after a refresh.
 func (e *resEnv) esCount(t *testing.T, aggregate string, query map[string]any) int {
 	t.Helper()
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	if err := e.search.Refresh(ctx, aggregate); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +242,7 @@ aggregates:
   item: {table: items, elasticsearch: {index: IDX_item}}
   cell: {table: cells, elasticsearch: {index: IDX_cell}}
 `)
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	for _, x := range []struct {
 		agg  string
 		rows int
@@ -275,35 +265,9 @@ aggregates:
 // topicKeys reads the key of every record of topic.
 func (e *resEnv) topicKeys(t *testing.T, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), time.Minute)
-	defer cancel()
-	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var keys []string
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v", topic, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-			keys = append(keys, string(r.Key))
-		})
+	for _, r := range e.k.Records(t, topic) {
+		keys = append(keys, string(r.Key))
 	}
 	return keys
 }

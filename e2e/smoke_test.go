@@ -16,15 +16,15 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestSmokePostgresLogicalReplication proves the server does logical
 // decoding: a slot and a publication created through pglogrepl deliver an
 // insert as a pgoutput message.
 func TestSmokePostgresLogicalReplication(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), 60*time.Second)
+	pg := testenv.Postgres(t)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), 60*time.Second)
 	defer cancel()
 	pg.Exec(t, `CREATE TABLE items (id int PRIMARY KEY, name text)`)
 	pg.Exec(t, `CREATE PUBLICATION smoke FOR TABLE items`)
@@ -88,8 +88,8 @@ func TestSmokePostgresLogicalReplication(t *testing.T) {
 
 // TestSmokeKafka produces one record and consumes it back.
 func TestSmokeKafka(t *testing.T) {
-	k := e2etest.Kafka(t)
-	ctx, cancel := context.WithTimeout(e2etest.Ctx(t), 60*time.Second)
+	k := testenv.Kafka(t)
+	ctx, cancel := context.WithTimeout(testenv.Ctx(t), 60*time.Second)
 	defer cancel()
 	topic := k.Prefix + ".smoke"
 	if _, err := k.Admin.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
@@ -125,8 +125,8 @@ func TestSmokeKafka(t *testing.T) {
 // shows that an older version is rejected with 409 — the property the
 // indexer's "no stale overwrite" guarantee rests on.
 func TestSmokeElasticsearch(t *testing.T) {
-	es := e2etest.Elasticsearch(t)
-	ctx := e2etest.Ctx(t)
+	es := testenv.Elasticsearch(t)
+	ctx := testenv.Ctx(t)
 	index := es.Prefix + "-smoke"
 	do := func(req esapi.Request) (int, string) {
 		t.Helper()

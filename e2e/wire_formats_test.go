@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -65,10 +65,10 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 	e.pg.Exec(t, `UPDATE orders SET customer_id = 8 WHERE id = 20006`)
 	e.pg.Exec(t, `INSERT INTO customers VALUES (9, 'Huge', NULL, NULL, (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 80000) g))`)
 
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 	read := func(topic string, want func([]*kgo.Record) bool) []*kgo.Record {
 		var recs []*kgo.Record
-		e2etest.WaitFor(t, "the records wanted in "+topic, 2*time.Minute, func() (bool, error) {
+		testenv.WaitFor(t, "the records wanted in "+topic, 2*time.Minute, func() (bool, error) {
 			var err error
 			recs, err = wireReadTopic(ctx, e.k, topic)
 			return err == nil && want(recs), err
@@ -147,7 +147,7 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 }
 
 // wireReadTopic reads every record of topic up to its end offsets.
-func wireReadTopic(ctx context.Context, k *e2etest.KafkaEnv, topic string) ([]*kgo.Record, error) {
+func wireReadTopic(ctx context.Context, k *testenv.KafkaEnv, topic string) ([]*kgo.Record, error) {
 	ends, err := k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // BenchmarkStreamVsRecvlogical is the streamer benchmark (make
@@ -122,7 +122,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 					took[k] = append(took[k], d)
 				}
 			}
-			rate := func(k string) float64 { return float64(rows) / e2etest.Median(took[k]).Seconds() }
+			rate := func(k string) float64 { return float64(rows) / testenv.Median(took[k]).Seconds() }
 			on, off, ours := rate("on"), rate("off"), rate("decant")
 			cpuPer1k := cpu * 1000 / float64(rows*rounds)
 			t.ReportMetric(ours/on, "ratio")
@@ -130,7 +130,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			t.ReportMetric(ours, "rows/s")
 			t.ReportMetric(cpuPer1k, "cpu-s/1k-rows")
 			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB %s\n",
-				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, vmHWM(t, os.Getpid())>>20, runs(took, kinds))
+				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, peakRSS(t, os.Getpid())>>20, runs(took, kinds))
 		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // encAllTypesSQL reads the schema and rows of the table of all types.
@@ -46,25 +46,11 @@ func encSessionParams(tz string) map[string]string {
 // to_jsonb(row) as JSON with exact numbers. The replication connection uses
 // TimeZone=UTC; other zones check offsets with minutes and seconds.
 func TestEncodeMatchesToJSONB(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx := e2etest.Ctx(t)
+	pg := testenv.Postgres(t)
+	ctx := testenv.Ctx(t)
 	pg.Exec(t, encAllTypesSQL(t))
 
-	var cols []Column
-	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'alltypes'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	cols := encColumns(ctx, t, pg, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'alltypes'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
 	if len(cols) < 31 {
 		t.Fatalf("alltypes has %d columns, want at least 31", len(cols))
 	}
@@ -140,7 +126,7 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 				if err != nil || unchanged != nil {
 					t.Fatalf("row %s: EncodeTuple: %v, unchanged %v", id, err, unchanged)
 				}
-				if g, w := encDecodeExact(t, row), encDecodeExact(t, vals[2*len(cols)]); !reflect.DeepEqual(g, w) {
+				if g, w := testenv.DecodeExact(t, row), testenv.DecodeExact(t, vals[2*len(cols)]); !reflect.DeepEqual(g, w) {
 					t.Errorf("row %s: EncodeTuple differs from to_jsonb(row)\n got  %s\n want %s", id, row, vals[2*len(cols)])
 				}
 			}
@@ -161,27 +147,11 @@ func encTypeName(types *Types, oid uint32) string {
 	return fmt.Sprint("unknown type ", oid)
 }
 
-// encDecodeExact decodes JSON keeping numbers as their literal text, so that
-// comparisons are exact (1.50 ≠ 1.5, no float rounding of big integers).
-func encDecodeExact(t testing.TB, b []byte) any {
-	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("invalid JSON %q: %v", b, err)
-	}
-	if d.More() {
-		t.Fatalf("trailing data after JSON value in %q", b)
-	}
-	return v
-}
-
 // TestEncodeHstoreMatchesToJSONB: to_jsonb uses hstore's cast to json, in
 // arrays and composites too. hstore ships with Debian's postgresql-15.
 func TestEncodeHstoreMatchesToJSONB(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx := e2etest.Ctx(t)
+	pg := testenv.Postgres(t)
+	ctx := testenv.Ctx(t)
 	if _, err := pg.Pool.Exec(ctx, "CREATE EXTENSION hstore"); err != nil {
 		t.Fatalf("CREATE EXTENSION hstore: %v (it ships with the postgresql-15 package that e2e/infra/pg.sh installs)", err)
 	}
@@ -190,21 +160,7 @@ CREATE TABLE h (id int PRIMARY KEY, h hstore, hs hstore[], c with_h);
 INSERT INTO h VALUES
   (1, $$a=>1, "b c"=>NULL, "q\""=>"\\", x=>"", "é"=>"ü", "{}"=>","$$, ARRAY['a=>1'::hstore, NULL, ''], ROW('k=>v', 1)),
   (2, '', '{}', ROW(NULL, NULL))`)
-	var cols []Column
-	rows, err := pg.Pool.Query(ctx, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	cols := encColumns(ctx, t, pg, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
 	types := NewTypes()
 	for _, c := range cols {
 		if err := types.Load(ctx, pg.Pool, c.TypeOID); err != nil {
@@ -240,4 +196,27 @@ INSERT INTO h VALUES
 	if _, err := res.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// encColumns runs query, which returns (attname, atttypid) rows, and
+// returns them as columns.
+func encColumns(ctx context.Context, t *testing.T, pg *testenv.PG, query string) []Column {
+	t.Helper()
+	rows, err := pg.Pool.Query(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []Column
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cols
 }

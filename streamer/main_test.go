@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
-// childEnv carries the config of a streamer run as a separate process, so
-// tests can kill -9 it. See startChild.
-const childEnv = "DECANT_TEST_STREAMER_CHILD"
-
+// childConfig is the config of a streamer run as a separate process (see
+// startChild), so tests can kill -9 it.
 type childConfig struct {
 	DSN, Slot, Prefix string
 	Brokers           []string
@@ -27,7 +27,7 @@ type childConfig struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
+	if spec := os.Getenv(testenv.ChildEnv); spec != "" {
 		os.Exit(runChild(spec))
 	}
 	os.Exit(m.Run())
@@ -57,44 +57,23 @@ func runChild(spec string) int {
 	return 0
 }
 
-// child is a streamer in its own process.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
 // startChild runs the test binary as a streamer process for e's database.
-func (e *env) startChild(logName string) *child {
+func (e *env) startChild(logName string) *testenv.Proc {
 	e.t.Helper()
 	spec, _ := json.Marshal(childConfig{DSN: e.cfg.DSN, Slot: e.cfg.Slot, Prefix: e.cfg.TopicPrefix, Brokers: e.k.Brokers, Partitions: e.cfg.Partitions, Heartbeat: e.cfg.HeartbeatInterval})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	logf, err := os.Create(e.t.TempDir() + "/" + logName + ".log")
+	c, err := testenv.StartChild(e.t, logName, filepath.Join(e.t.TempDir(), logName+".log"), string(spec))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(c.done) }()
-	e.t.Cleanup(func() { c.kill() })
 	return c
 }
 
-// kill sends SIGKILL and waits for the process to be gone.
-func (c *child) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-// term sends SIGTERM and waits.
-func (c *child) term() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(60 * time.Second):
-		c.kill()
+// peakRSS reads a process's peak resident set size in bytes.
+func peakRSS(t testing.TB, pid int) int64 {
+	t.Helper()
+	n, err := testenv.PeakRSS(pid)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
 }

@@ -8,14 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestTypesLoad checks what Load reads from the catalog for user-defined
 // types, and that it asks only for types it does not have.
 func TestTypesLoad(t *testing.T) {
-	pg := e2etest.Postgres(t)
-	ctx := e2etest.Ctx(t)
+	pg := testenv.Postgres(t)
+	ctx := testenv.Ctx(t)
 	pg.Exec(t, encAllTypesSQL(t))
 
 	oid := func(name string) uint32 {

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -50,7 +49,7 @@ func newWorkload(seedRows int) *workload {
 }
 
 // run performs total changes, then returns. It stops early when ctx ends.
-func (w *workload) run(ctx context.Context, t *testing.T, pg *e2etest.PG, total int) {
+func (w *workload) run(ctx context.Context, t *testing.T, pg *testenv.PG, total int) {
 	for w.ops < total && ctx.Err() == nil {
 		tx, err := pg.Pool.Begin(ctx)
 		if err != nil {
@@ -140,7 +139,7 @@ func (e *env) waitCaughtUp(timeout time.Duration) {
 	if err := e.pg.Pool.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 		e.t.Fatal(err)
 	}
-	e2etest.WaitFor(e.t, "slot "+e.cfg.Slot+" confirmed past "+target, timeout, func() (bool, error) {
+	testenv.WaitFor(e.t, "slot "+e.cfg.Slot+" confirmed past "+target, timeout, func() (bool, error) {
 		var ok bool
 		err := e.pg.Pool.QueryRow(context.Background(),
 			"SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) FROM pg_replication_slots WHERE slot_name = $1", e.cfg.Slot, target).Scan(&ok)
@@ -222,7 +221,7 @@ func TestKillNineNoLoss(t *testing.T) {
 		case <-done:
 		case <-time.After(time.Duration(300+rng.IntN(1500)) * time.Millisecond):
 		}
-		c.kill()
+		c.Kill()
 		kills++
 		t.Logf("kill -9 #%d after %d changes", kills, w.ops)
 		c = e.startChild(fmt.Sprintf("streamer-%d", kills))
@@ -233,7 +232,7 @@ func TestKillNineNoLoss(t *testing.T) {
 	dups := verifyLog(t, recs, w.log, 0)
 	t.Logf("changes=%d kills=%d events=%d duplicates=%d", len(w.log), kills, len(recs), dups)
 	sameState(t, lastPerKey(recs), e.tableState("w", `jsonb_build_object('id', id)::text`))
-	c.term()
+	c.Term(60 * time.Second)
 }
 
 // TestSnapshotWithConcurrentWrites: writes run while the initial snapshot
@@ -278,7 +277,7 @@ func (e *env) waitSnapshotMarker() uint64 {
 	e.t.Helper()
 	var cp uint64
 	topic := wire.StateTopic(e.cfg.TopicPrefix)
-	e2etest.WaitFor(e.t, "snapshot marker in "+topic, 3*time.Minute, func() (bool, error) {
+	testenv.WaitFor(e.t, "snapshot marker in "+topic, 3*time.Minute, func() (bool, error) {
 		if !e.topicExists(topic) {
 			return false, nil
 		}
@@ -315,7 +314,7 @@ func TestIdleSlotAdvances(t *testing.T) {
 	e.cfg.HeartbeatInterval = -1
 	e.start()
 	e.waitSnapshotMarker()
-	other := e2etest.Postgres(t)
+	other := testenv.Postgres(t)
 	other.Exec(t, `CREATE TABLE noise (id serial PRIMARY KEY, pad text)`)
 	slotLSN := func() uint64 {
 		var s string
@@ -353,14 +352,14 @@ func TestTakeover(t *testing.T) {
 	e.pg.Exec(t, `INSERT INTO w VALUES (1, 0)`)
 	topic := wire.RawTopic(e.k.Prefix, "public", "w")
 	e.waitRecords(topic, 1)
-	a.kill()
+	a.Kill()
 	killed := time.Now()
 	e.pg.Exec(t, `INSERT INTO w VALUES (2, 0)`)
-	e2etest.WaitFor(t, "standby streamer to deliver the insert made after the kill", 15*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "standby streamer to deliver the insert made after the kill", 15*time.Second, func() (bool, error) {
 		return len(e.readTopic(topic)) >= 2, nil
 	})
 	t.Logf("standby took over and delivered in %s", time.Since(killed).Round(10*time.Millisecond))
-	b.term()
+	b.Term(60 * time.Second)
 }
 
 // TestLargeTransactionBoundedMemory: one transaction of many rows streams
@@ -377,7 +376,7 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 	e.pg.Exec(t, `BEGIN; INSERT INTO big SELECT g, 'rolled back', 0 FROM generate_series(1, 100000) g; ROLLBACK`)
 	e.pg.Exec(t, fmt.Sprintf(`INSERT INTO big SELECT g, md5(g::text), g FROM generate_series(1, %d) g`, rows))
 	e.waitCaughtUp(10 * time.Minute)
-	peak := vmHWM(t, c.cmd.Process.Pid)
+	peak := peakRSS(t, c.Pid())
 	n, rolledBack := 0, 0
 	e.scan(wire.RawTopic(e.k.Prefix, "public", "big"), false, 10*time.Minute, func(r rawRecord) {
 		n++
@@ -395,22 +394,5 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 	if peak > 300<<20 {
 		t.Fatalf("peak RSS %d MB, want < 300 MB", peak>>20)
 	}
-	c.term()
-}
-
-// vmHWM reads a process's peak resident set size in bytes.
-func vmHWM(t testing.TB, pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc status")
-	return 0
+	c.Term(60 * time.Second)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -127,10 +127,10 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 	// of the transaction so far, subtransaction aborts included.
 	waitSpooled := func(xid uint32, min int64, drainedTo string) int64 {
 		t.Helper()
-		pid := c.cmd.Process.Pid
+		pid := c.Pid()
 		var size, prev int64
 		var steady time.Time
-		e2etest.WaitFor(t, fmt.Sprintf("streamer %d to spool ≥ %d bytes of transaction %d streamed in progress (drained to %q)", children, min, xid, drainedTo), wait, func() (bool, error) {
+		testenv.WaitFor(t, fmt.Sprintf("streamer %d to spool ≥ %d bytes of transaction %d streamed in progress (drained to %q)", children, min, xid, drainedTo), wait, func() (bool, error) {
 			var err error
 			if size, err = spooledBytes(pid, xid); err != nil || size < min {
 				return false, err
@@ -153,7 +153,7 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 	}
 	restart := func(why string) {
 		t.Helper()
-		c.kill()
+		c.Kill()
 		children++
 		t.Logf("kill -9 #%d at %s: %s", children, time.Since(started).Round(time.Millisecond), why)
 		c = e.startChild(fmt.Sprintf("streamer-%d", children))
@@ -228,11 +228,11 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 	b.exec(`COMMIT`)
 	committed := time.Now()
 	var endAtKill int64
-	e2etest.WaitFor(t, "streamer to produce records of the committed transaction B", wait, func() (bool, error) {
+	testenv.WaitFor(t, "streamer to produce records of the committed transaction B", wait, func() (bool, error) {
 		endAtKill = e.rawEndOffset(topic)
 		return endAtKill >= endBefore+100, fmt.Errorf("%d records produced since B's commit, want ≥ 100", endAtKill-endBefore)
 	})
-	c.kill()
+	c.Kill()
 	confirmedAtKill := e.slotConfirmed()
 	children++
 	t.Logf("kill -9 #%d at %s: B committed %s earlier, %d records produced since; slot confirmed %s; L in progress",
@@ -451,7 +451,7 @@ func TestKillNineDuringStreamedTransaction(t *testing.T) {
 	}
 	t.Logf("B xid %d commit %s, L xid %d commit %s: %d committed changes all present (%d rows in the table); kills=%d records=%d duplicates=%d; PostgreSQL streamed %d transactions in %d blocks, spilled %d (%d MB) to its disk",
 		b.xid, wire.FormatLSN(b.commit), l.xid, wire.FormatLSN(l.commit), changes, tableRows, children, len(recs), dups, streamTxns, streamCount, spillTxns, spillBytes>>20)
-	c.term()
+	c.Term(60 * time.Second)
 }
 
 // spooledBytes is the size of the spool file (unlinked, see newSpool) of

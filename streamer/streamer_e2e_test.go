@@ -13,15 +13,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
 // env is one streamer test: a database, a topic prefix, a running streamer.
 type env struct {
 	t      testing.TB
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
+	pg     *testenv.PG
+	k      *testenv.KafkaEnv
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan error
@@ -29,13 +29,13 @@ type env struct {
 }
 
 func newEnv(t testing.TB, setupSQL string) *env {
-	pg := e2etest.Postgres(t)
-	k := e2etest.Kafka(t)
+	pg := testenv.Postgres(t)
+	k := testenv.Kafka(t)
 	if setupSQL != "" {
 		pg.Exec(t, setupSQL)
 	}
 	e := &env{t: t, pg: pg, k: k, cfg: Config{
-		DSN: pg.DSN, Publication: "decant", CreatePublication: true, Slot: "s_" + e2etest.Suffix(),
+		DSN: pg.DSN, Publication: "decant", CreatePublication: true, Slot: "s_" + testenv.Suffix(),
 		TopicPrefix: k.Prefix, Partitions: 1, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
 		StatusInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second, TakeoverPoll: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -158,7 +158,7 @@ func (e *env) scan(topic string, decode bool, timeout time.Duration, fn func(raw
 func (e *env) waitRecords(topic string, n int) []rawRecord {
 	e.t.Helper()
 	var recs []rawRecord
-	e2etest.WaitFor(e.t, fmt.Sprintf("%d records in %s", n, topic), 60*time.Second, func() (bool, error) {
+	testenv.WaitFor(e.t, fmt.Sprintf("%d records in %s", n, topic), 60*time.Second, func() (bool, error) {
 		if !e.topicExists(topic) {
 			return false, fmt.Errorf("topic %s does not exist yet", topic)
 		}

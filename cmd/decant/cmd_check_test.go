@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -73,9 +73,9 @@ aggregates:
 
 // Acceptance 3: every problem is reported with its fix, and check exits 1.
 func TestCheckReportsEveryProblem(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
-	role := "decant_check_" + e2etest.Suffix()
+	role := "decant_check_" + testenv.Suffix()
 	pg.Exec(t, `DROP INDEX orders_customer_id_idx;
 CREATE TABLE invoices (id int PRIMARY KEY, customer_ref text);
 CREATE PUBLICATION decant FOR TABLE customers;
@@ -131,7 +131,7 @@ GRANT SELECT ON customers, orders, products, invoices TO `+role)
 
 // Acceptance 3: a correct setup passes.
 func TestCheckCorrectSetup(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
 	pg.Exec(t, `ALTER TABLE orders REPLICA IDENTITY FULL;
 ALTER TABLE order_lines REPLICA IDENTITY FULL;
@@ -149,7 +149,7 @@ CREATE PUBLICATION decant FOR ALL TABLES`)
 // Acceptance 4: init on a schema with all relation kinds writes a mapping
 // that passes check and whose documents build.
 func TestInitThenCheckAndBuild(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	kinds, err := os.ReadFile("../../mappings/testdata/kinds.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestInitThenCheckAndBuild(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
 	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
 	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runExplain(ctx, a, o, e) }

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
 func TestPreview(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
 	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
 	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runPreview(ctx, a, o, e) }

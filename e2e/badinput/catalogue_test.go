@@ -86,37 +86,25 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
-// decantBin is the binary built by TestMain from this checkout.
-var decantBin string
-
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() { // the unit phase: every test here is skipped
-		os.Exit(m.Run())
-	}
 	// The tests mostly wait for servers and child processes: run them all
 	// at once unless -parallel says otherwise (its default is GOMAXPROCS).
 	parallelSet := false
@@ -124,63 +112,21 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		_ = flag.Set("test.parallel", "8")
 	}
-	dir, err := os.MkdirTemp("", "decant-badinput-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	decantBin = filepath.Join(dir, "decant")
-	build := exec.Command("go", "build", "-o", decantBin, "./cmd/decant")
-	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/decant: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testenv.RemoveDecant()
 	os.Exit(code)
 }
 
-// pipeline is one test's database, topic prefix, index, slot and config.
-type pipeline struct {
-	t      *testing.T
-	pg     *e2etest.PG
-	k      *e2etest.KafkaEnv
-	es     *e2etest.ESEnv
-	dir    string
-	config string
-	slot   string
-	alias  string
-	http   string // host:port of decant's HTTP port
-}
+// pipeline is one test's database, topic prefix, index, slot and config
+// (with decant's HTTP port on).
+type pipeline struct{ *testenv.Pipeline }
 
-// schema: documents are categories with their items (one-to-many through
-// items.category_id, so items needs REPLICA IDENTITY FULL). items.blob is
-// not mapped: it only makes raw events large.
-const schema = `
-CREATE TABLE categories (id int PRIMARY KEY, title text NOT NULL);
-CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, category_id int REFERENCES categories(id), blob text);
-CREATE INDEX ON items (category_id);
-ALTER TABLE items REPLICA IDENTITY FULL;
-INSERT INTO categories VALUES (1, 'tools'), (2, 'toys');
-`
-
-func newPipeline(t *testing.T) *pipeline { return newPipelineVia(t, "", "") }
-
-// newPipelineVia is newPipeline with decant reaching PostgreSQL and
-// Elasticsearch through the given addresses (proxies) when not empty.
-func newPipelineVia(t *testing.T, pgAddr, esAddr string) *pipeline {
-	t.Helper()
-	p := &pipeline{t: t, pg: e2etest.Postgres(t), k: e2etest.Kafka(t), es: e2etest.Elasticsearch(t), dir: t.TempDir(),
-		slot: "decant_" + e2etest.Suffix(), http: freePort(t)}
-	p.alias = p.es.Prefix + "-category"
-	p.pg.Exec(t, schema)
-	if err := os.MkdirAll(filepath.Join(p.dir, "mappings"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p.write("mappings/shop.yaml", fmt.Sprintf(`version: 1
+// shop: documents are categories with their items (one-to-many through
+// items.category_id).
+var shop = testenv.PipelineSpec{
+	Schema:    testenv.ItemsSchema,
+	Aggregate: "category",
+	Mapping: `version: 1
 schema: public
 aggregates:
   category:
@@ -194,152 +140,98 @@ aggregates:
     elasticsearch:
       index: %s
       settings: {number_of_shards: 1, number_of_replicas: 0}
-`, p.alias))
-	p.config = p.write("decant.yaml", fmt.Sprintf(`postgres:
-  dsn: %s
-  publication: decant
-  slot: %s
-kafka:
-  brokers: [%s]
-  topic_prefix: %s
-  partitions: 2
-elasticsearch:
-  urls: [%s]
-mappings: [mappings/*.yaml]
-http:
-  listen: %s
-`, via(p.pg.DSN, pgAddr), p.slot, strings.Join(p.k.Brokers, ","), p.k.Prefix, via(p.es.URL, esAddr), p.http))
-	return p
+`,
+	// The documents computed from the database, independently of decant's SQL.
+	OracleSQL: `
+SELECT c.id::text, jsonb_build_object('id', c.id, 'title', c.title, 'items',
+  coalesce((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'name', i.name) ORDER BY i.id) FROM items i WHERE i.category_id = c.id), '[]'))::text
+FROM categories c`,
+	HTTP: true,
 }
 
-// via replaces the host:port of a URL with addr (when not empty).
-func via(rawURL, addr string) string {
-	if addr == "" {
-		return rawURL
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		panic(err)
-	}
-	u.Host = addr
-	return u.String()
+func newPipeline(t *testing.T) *pipeline { return newPipelineVia(t, "", "") }
+
+// newPipelineVia is newPipeline with decant reaching PostgreSQL and
+// Elasticsearch through the given addresses (proxies) when not empty.
+func newPipelineVia(t *testing.T, pgAddr, esAddr string) *pipeline {
+	t.Helper()
+	spec := shop
+	spec.PGAddr, spec.ESAddr = pgAddr, esAddr
+	return &pipeline{testenv.NewPipeline(t, spec)}
 }
 
-func (p *pipeline) write(name, content string) string {
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-	return path
+// newConverged is a pipeline whose `decant run` (run-1) has indexed items
+// 1 to 3 into category 1.
+func newConverged(t *testing.T) (*pipeline, *testenv.Proc) {
+	t.Helper()
+	p := newPipeline(t)
+	run := p.start("run-1", "run")
+	p.PG.Exec(t, insertItems(1, 3, 1))
+	p.WaitConverged(90 * time.Second)
+	return p, run
 }
 
-func (p *pipeline) rawTopic() string  { return wire.RawTopic(p.k.Prefix, "public", "items") }
-func (p *pipeline) refsTopic() string { return wire.RefsTopic(p.k.Prefix, "category") }
-func (p *pipeline) dlqTopic() string  { return wire.DLQTopic(p.k.Prefix) }
-
-// proc is a running decant process whose output goes to a log file.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+// deletedMidRun deletes a topic (raw or refs) under a converged `decant
+// run`, commits items 4 to 6 into category 2 and then sql, and waits for
+// the log line matching re, in which {topic} stands for the topic's name.
+func deletedMidRun(t *testing.T, topic func(*pipeline) string, re string, sql ...string) (*pipeline, *testenv.Proc) {
+	t.Helper()
+	p, run := newConverged(t)
+	p.deleteTopic(topic(p))
+	p.PG.Exec(t, insertItems(4, 6, 2))
+	for _, s := range sql {
+		p.PG.Exec(t, s)
+	}
+	waitLog(t, run, strings.ReplaceAll(re, "{topic}", regexp.QuoteMeta(topic(p))), 90*time.Second)
+	return p, run
 }
 
-// start runs `decant args...` (with --config) and kills it at cleanup.
-func (p *pipeline) start(name string, args ...string) *proc {
-	p.t.Helper()
-	logPath := filepath.Join(p.dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		p.t.Fatal(err)
+// backfill runs `decant backfill category` and fails unless it exits 0.
+func (p *pipeline) backfill() {
+	p.T.Helper()
+	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
+		p.T.Fatalf("decant backfill category: exit %d\n%s", code, out)
 	}
-	cmd := exec.Command(decantBin, append(args, "--config", p.config)...)
-	// decant refuses unknown DECANT_ variables: pass only the test's own.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	pr := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(pr.done) }()
-	p.t.Cleanup(func() {
-		pr.kill()
-		if p.t.Failed() {
-			p.t.Logf("log of %s:\n%s", name, pr.output())
-		}
+}
+
+// waitCategory2 waits until category 2's document contains part.
+func (p *pipeline) waitCategory2(what, part string, timeout time.Duration) {
+	p.T.Helper()
+	testenv.WaitFor(p.T, what, timeout, func() (bool, error) {
+		docs, err := p.ESDocs()
+		return err == nil && strings.Contains(docs["2"], part), err
 	})
-	return pr
 }
 
-func (pr *proc) kill() {
-	_ = pr.cmd.Process.Signal(syscall.SIGKILL)
-	<-pr.done
+func (p *pipeline) rawTopic() string  { return wire.RawTopic(p.Kafka.Prefix, "public", "items") }
+func (p *pipeline) refsTopic() string { return wire.RefsTopic(p.Kafka.Prefix, "category") }
+func (p *pipeline) dlqTopic() string  { return wire.DLQTopic(p.Kafka.Prefix) }
+
+// start runs `decant args... --config <config>`; it is killed at cleanup.
+func (p *pipeline) start(name string, args ...string) *testenv.Proc {
+	p.T.Helper()
+	return p.Start(name, nil, args...)
 }
 
 // stop sends SIGTERM and waits (SIGKILL after 60s).
-func (pr *proc) stop() {
-	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-pr.done:
-	case <-time.After(60 * time.Second):
-		pr.kill()
-	}
-}
-
-// exitCode waits up to timeout for the process to exit by itself; -1 if it did not.
-func (pr *proc) exitCode(timeout time.Duration) int {
-	select {
-	case <-pr.done:
-		return pr.cmd.ProcessState.ExitCode()
-	case <-time.After(timeout):
-		return -1
-	}
-}
-
-func (pr *proc) output() string {
-	b, _ := os.ReadFile(pr.log)
-	return string(b)
-}
+func stop(pr *testenv.Proc) { pr.Term(60 * time.Second) }
 
 // waitLog waits until the process's output matches re and returns the match.
-func (pr *proc) waitLog(t *testing.T, re string, timeout time.Duration) string {
+func waitLog(t *testing.T, pr *testenv.Proc, re string, timeout time.Duration) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	var m string
-	e2etest.WaitFor(t, fmt.Sprintf("the log of %s to match %q", pr.name, re), timeout, func() (bool, error) {
-		m = rx.FindString(pr.output())
+	testenv.WaitFor(t, fmt.Sprintf("the log of %s to match %q", pr.Name, re), timeout, func() (bool, error) {
+		m = rx.FindString(pr.Output())
 		return m != "", nil
 	})
 	return m
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func get(url string) (int, string, error) {
-	res, err := http.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), nil
-}
-
 // metric reads one sample of decant's /metrics: name with its labels as
 // written, e.g. `decant_streamer_dlq_total`.
 func (p *pipeline) metric(series string) (float64, error) {
-	_, body, err := get("http://" + p.http + "/metrics")
+	_, body, err := testenv.Get("http://" + p.HTTP + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -353,159 +245,17 @@ func (p *pipeline) metric(series string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", series)
 }
 
-// oracle computes the documents from the database, independently of decant's SQL.
-func (p *pipeline) oracle() map[string]string {
-	p.t.Helper()
-	rows, err := p.pg.Pool.Query(context.Background(), `
-SELECT c.id::text, jsonb_build_object('id', c.id, 'title', c.title, 'items',
-  coalesce((SELECT jsonb_agg(jsonb_build_object('id', i.id, 'name', i.name) ORDER BY i.id) FROM items i WHERE i.category_id = c.id), '[]'))::text
-FROM categories c`)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, doc string
-		if err := rows.Scan(&id, &doc); err != nil {
-			p.t.Fatal(err)
-		}
-		out[id] = canonical([]byte(doc))
-	}
-	return out
-}
-
-func canonical(b []byte) string {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "invalid JSON: " + string(b)
-	}
-	c, _ := json.Marshal(v)
-	return string(c)
-}
-
-// esDocs reads every document of the alias: id → canonical _source.
-func (p *pipeline) esDocs() (map[string]string, error) {
-	_, _, _ = get(p.es.URL + "/" + p.alias + "/_refresh")
-	code, body, err := get(p.es.URL + "/" + p.alias + "/_search?size=10000")
-	if err != nil || code != 200 {
-		return nil, fmt.Errorf("search %s: %d %v %.200s", p.alias, code, err, body)
-	}
-	var sr struct {
-		Hits struct {
-			Hits []struct {
-				ID     string          `json:"_id"`
-				Source json.RawMessage `json:"_source"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	if err := json.Unmarshal([]byte(body), &sr); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, h := range sr.Hits.Hits {
-		out[h.ID] = canonical(h.Source)
-	}
-	return out, nil
-}
-
-// mismatches lists the differences between Elasticsearch and the database.
-func (p *pipeline) mismatches() []string {
-	got, err := p.esDocs()
-	if err != nil {
-		return []string{err.Error()}
-	}
-	want := p.oracle()
-	var out []string
-	for id, w := range want {
-		if g, ok := got[id]; !ok {
-			out = append(out, "missing "+id)
-		} else if g != w {
-			out = append(out, fmt.Sprintf("%s: es %s, db %s", id, g, w))
-		}
-	}
-	for id := range got {
-		if _, ok := want[id]; !ok {
-			out = append(out, "extra "+id)
-		}
-	}
-	return out
-}
-
-// waitConverged waits until Elasticsearch equals the database.
-func (p *pipeline) waitConverged(timeout time.Duration) {
-	p.t.Helper()
-	e2etest.WaitFor(p.t, "Elasticsearch to equal the database", timeout, func() (bool, error) {
-		m := p.mismatches()
-		return len(m) == 0, fmt.Errorf("mismatches: %v", m)
-	})
-}
-
-// records reads every record of topic, from its start to its end offsets
-// at the time of the call.
-func (p *pipeline) records(topic string) []*kgo.Record {
-	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	starts, err := p.k.Admin.ListStartOffsets(ctx, topic)
-	if err != nil {
-		p.t.Fatalf("start offsets of %s: %v", topic, err)
-	}
-	ends, err := p.k.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		p.t.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	parts := map[int32]kgo.Offset{}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			p.t.Fatalf("end offset of %s/%d: %v", topic, o.Partition, o.Err)
-		}
-		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
-			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
-			want[o.Partition] = o.Offset
-		}
-	})
-	if len(parts) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			p.t.Fatalf("reading %s: timed out with partitions %v unread", topic, want)
-		}
-		fs.EachError(func(_ string, part int32, err error) { p.t.Logf("fetch %s/%d: %v", topic, part, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			out = append(out, r)
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out
-}
-
 // rawChanges decodes the raw topic's change events (tombstones skipped).
 func (p *pipeline) rawChanges() []wire.Change {
-	p.t.Helper()
+	p.T.Helper()
 	var out []wire.Change
-	for _, r := range p.records(p.rawTopic()) {
+	for _, r := range p.Kafka.Records(p.T, p.rawTopic()) {
 		if r.Value == nil {
 			continue
 		}
 		var c wire.Change
 		if err := json.Unmarshal(r.Value, &c); err != nil {
-			p.t.Fatalf("raw record %s is not a change: %v", r.Value, err)
+			p.T.Fatalf("raw record %s is not a change: %v", r.Value, err)
 		}
 		out = append(out, c)
 	}
@@ -536,8 +286,8 @@ func (p *pipeline) rawMissing(ids []int, ops ...wire.Op) []int {
 // waitRaw waits until every item id has an event of one of ops in the raw
 // topic, and returns those events by id.
 func (p *pipeline) waitRaw(what string, ids []int, ops ...wire.Op) {
-	p.t.Helper()
-	e2etest.WaitFor(p.t, what+" in the raw topic", 60*time.Second, func() (bool, error) {
+	p.T.Helper()
+	testenv.WaitFor(p.T, what+" in the raw topic", 60*time.Second, func() (bool, error) {
 		m := p.rawMissing(ids, ops...)
 		return len(m) == 0, fmt.Errorf("missing items %v (ops %v)", m, ops)
 	})
@@ -545,7 +295,7 @@ func (p *pipeline) waitRaw(what string, ids []int, ops ...wire.Op) {
 
 // commitLSNs returns, by item id, the source.commit_lsn of the raw events of ops.
 func (p *pipeline) commitLSNs(ops ...wire.Op) map[int]uint64 {
-	p.t.Helper()
+	p.T.Helper()
 	out := map[int]uint64{}
 	for _, c := range p.rawChanges() {
 		var k struct{ ID int }
@@ -553,7 +303,7 @@ func (p *pipeline) commitLSNs(ops ...wire.Op) map[int]uint64 {
 		if slices.Contains(ops, c.Op) {
 			lsn, err := wire.ParseLSN(c.Source.CommitLSN)
 			if err != nil {
-				p.t.Fatal(err)
+				p.T.Fatal(err)
 			}
 			out[k.ID] = lsn
 		}
@@ -564,10 +314,10 @@ func (p *pipeline) commitLSNs(ops ...wire.Op) map[int]uint64 {
 // waitSlotReleased waits until no walsender holds the slot: a decant that
 // exited leaves its walsender behind for a moment.
 func (p *pipeline) waitSlotReleased() {
-	p.t.Helper()
-	e2etest.WaitFor(p.t, "slot "+p.slot+" to be released", 30*time.Second, func() (bool, error) {
+	p.T.Helper()
+	testenv.WaitFor(p.T, "slot "+p.Slot+" to be released", 30*time.Second, func() (bool, error) {
 		var active bool
-		err := p.pg.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, p.slot).Scan(&active)
+		err := p.PG.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, p.Slot).Scan(&active)
 		return err == nil && !active, err
 	})
 }
@@ -576,10 +326,10 @@ func (p *pipeline) waitSlotReleased() {
 // items, to learn the commit LSN of later transactions on items (tests
 // compare them with decant's slot); see probeCommits.
 func (p *pipeline) newProbe() string {
-	p.t.Helper()
-	name := "probe_" + e2etest.Suffix()
-	p.pg.Exec(p.t, `CREATE PUBLICATION `+name+` FOR TABLE items`)
-	p.pg.Exec(p.t, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
+	p.T.Helper()
+	name := "probe_" + testenv.Suffix()
+	p.PG.Exec(p.T, `CREATE PUBLICATION `+name+` FOR TABLE items`)
+	p.PG.Exec(p.T, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
 	return name
 }
 
@@ -588,39 +338,39 @@ func (p *pipeline) newProbe() string {
 // confirmed position to skip a transaction) of every transaction on items
 // since the probe was created.
 func (p *pipeline) probeCommits(probe string) []uint64 {
-	p.t.Helper()
-	rows, err := p.pg.Pool.Query(context.Background(),
+	p.T.Helper()
+	rows, err := p.PG.Pool.Query(context.Background(),
 		`SELECT data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, NULL, 'proto_version', '1', 'publication_names', $1::text)`, probe)
 	if err != nil {
-		p.t.Fatalf("peek probe slot: %v", err)
+		p.T.Fatalf("peek probe slot: %v", err)
 	}
 	defer rows.Close()
 	var out []uint64
 	for rows.Next() {
 		var data []byte
 		if err := rows.Scan(&data); err != nil {
-			p.t.Fatal(err)
+			p.T.Fatal(err)
 		}
 		if len(data) >= 9 && data[0] == 'B' {
 			out = append(out, binary.BigEndian.Uint64(data[1:9]))
 		}
 	}
 	if err := rows.Err(); err != nil {
-		p.t.Fatal(err)
+		p.T.Fatal(err)
 	}
 	return out
 }
 
 // slotConfirmed is the slot's confirmed_flush_lsn.
 func (p *pipeline) slotConfirmed() uint64 {
-	p.t.Helper()
+	p.T.Helper()
 	var s string
-	if err := p.pg.Pool.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, p.slot).Scan(&s); err != nil {
-		p.t.Fatalf("slot %s: %v", p.slot, err)
+	if err := p.PG.Pool.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, p.Slot).Scan(&s); err != nil {
+		p.T.Fatalf("slot %s: %v", p.Slot, err)
 	}
 	v, err := wire.ParseLSN(s)
 	if err != nil {
-		p.t.Fatal(err)
+		p.T.Fatal(err)
 	}
 	return v
 }
@@ -635,44 +385,44 @@ func ids(from, to int) []int {
 
 // decant runs a decant command to completion and returns its output and exit code.
 func (p *pipeline) decant(timeout time.Duration, args ...string) (string, int) {
-	p.t.Helper()
+	p.T.Helper()
 	pr := p.start(strings.Join(args, "-"), args...)
-	code := pr.exitCode(timeout)
+	code := pr.ExitCode(timeout)
 	if code == -1 {
-		p.t.Fatalf("decant %s did not exit within %s:\n%s", strings.Join(args, " "), timeout, pr.output())
+		p.T.Fatalf("decant %s did not exit within %s:\n%s", strings.Join(args, " "), timeout, pr.Output())
 	}
-	return pr.output(), code
+	return pr.Output(), code
 }
 
 // deleteTopic deletes a topic and waits until the broker no longer lists it
 // (or lists a new topic of that name: decant may recreate it at once).
 func (p *pipeline) deleteTopic(topic string) {
-	p.t.Helper()
+	p.T.Helper()
 	ctx := context.Background()
-	td, err := p.k.Admin.ListTopics(ctx, topic)
+	td, err := p.Kafka.Admin.ListTopics(ctx, topic)
 	if err != nil || !td.Has(topic) {
-		p.t.Fatalf("topic %s: %v %v", topic, td, err)
+		p.T.Fatalf("topic %s: %v %v", topic, td, err)
 	}
 	id := td[topic].ID
-	res, err := p.k.Admin.DeleteTopics(ctx, topic)
+	res, err := p.Kafka.Admin.DeleteTopics(ctx, topic)
 	if err == nil {
 		_, err = res.On(topic, nil)
 	}
 	if err != nil {
-		p.t.Fatalf("delete topic %s: %v", topic, err)
+		p.T.Fatalf("delete topic %s: %v", topic, err)
 	}
-	e2etest.WaitFor(p.t, "topic "+topic+" to be deleted", 30*time.Second, func() (bool, error) {
-		td, err := p.k.Admin.ListTopics(ctx, topic)
+	testenv.WaitFor(p.T, "topic "+topic+" to be deleted", 30*time.Second, func() (bool, error) {
+		td, err := p.Kafka.Admin.ListTopics(ctx, topic)
 		return err == nil && (!td.Has(topic) || td[topic].ID != id), err
 	})
 }
 
 // committed returns the offsets group committed on topic, by partition.
 func (p *pipeline) committed(group, topic string) map[int32]int64 {
-	p.t.Helper()
-	os, err := p.k.Admin.FetchOffsets(context.Background(), group)
+	p.T.Helper()
+	os, err := p.Kafka.Admin.FetchOffsets(context.Background(), group)
 	if err != nil {
-		p.t.Fatalf("offsets of group %s: %v", group, err)
+		p.T.Fatalf("offsets of group %s: %v", group, err)
 	}
 	out := map[int32]int64{}
 	os.Each(func(o kadm.OffsetResponse) {
@@ -685,17 +435,17 @@ func (p *pipeline) committed(group, topic string) map[int32]int64 {
 
 // alterTopic changes one topic config and waits until the broker reports it.
 func (p *pipeline) alterTopic(topic string, c kadm.AlterConfig) {
-	p.t.Helper()
+	p.T.Helper()
 	ctx := context.Background()
-	res, err := p.k.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{c}, topic)
+	res, err := p.Kafka.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{c}, topic)
 	if err == nil {
 		_, err = res.On(topic, nil)
 	}
 	if err != nil {
-		p.t.Fatalf("alter %s of %s: %v", c.Name, topic, err)
+		p.T.Fatalf("alter %s of %s: %v", c.Name, topic, err)
 	}
-	e2etest.WaitFor(p.t, fmt.Sprintf("%s of %s to be applied", c.Name, topic), 30*time.Second, func() (bool, error) {
-		rcs, err := p.k.Admin.DescribeTopicConfigs(ctx, topic)
+	testenv.WaitFor(p.T, fmt.Sprintf("%s of %s to be applied", c.Name, topic), 30*time.Second, func() (bool, error) {
+		rcs, err := p.Kafka.Admin.DescribeTopicConfigs(ctx, topic)
 		if err != nil {
 			return false, err
 		}
@@ -715,12 +465,12 @@ func (p *pipeline) alterTopic(topic string, c kadm.AlterConfig) {
 
 // deadLetters decodes the records of <prefix>.dlq: key and value fields.
 func (p *pipeline) deadLetters() []map[string]any {
-	p.t.Helper()
+	p.T.Helper()
 	var out []map[string]any
-	for _, r := range p.records(p.dlqTopic()) {
+	for _, r := range p.Kafka.Records(p.T, p.dlqTopic()) {
 		var v map[string]any
 		if err := json.Unmarshal(r.Value, &v); err != nil {
-			p.t.Fatalf("dead letter %s is not JSON: %v", r.Value, err)
+			p.T.Fatalf("dead letter %s is not JSON: %v", r.Value, err)
 		}
 		v["$key"] = string(r.Key)
 		out = append(out, v)
@@ -754,26 +504,26 @@ func TestPublicationDropped(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)
 	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second) // the slot exists: later changes are streamed
-	p.pg.Exec(t, insertItems(4, 6, 1))
-	p.waitConverged(60 * time.Second)
+	p.PG.Exec(t, insertItems(1, 3, 1))
+	p.WaitConverged(90 * time.Second) // the slot exists: later changes are streamed
+	p.PG.Exec(t, insertItems(4, 6, 1))
+	p.WaitConverged(60 * time.Second)
 
 	probe := p.newProbe()
-	p.pg.Exec(t, `DROP PUBLICATION decant`)
-	p.pg.Exec(t, insertItems(7, 9, 2))
+	p.PG.Exec(t, `DROP PUBLICATION decant`)
+	p.PG.Exec(t, insertItems(7, 9, 2))
 	var msg string
-	e2etest.WaitFor(t, "decant to stop with a message naming the dropped publication and the recovery", 60*time.Second, func() (bool, error) {
-		msg = regexp.MustCompile(`publication \\?"decant\\?" was dropped[^\n]*`).FindString(run.output())
+	testenv.WaitFor(t, "decant to stop with a message naming the dropped publication and the recovery", 60*time.Second, func() (bool, error) {
+		msg = regexp.MustCompile(`publication \\?"decant\\?" was dropped[^\n]*`).FindString(run.Output())
 		return msg != "", nil
 	})
-	for _, want := range []string{"pg_drop_replication_slot('" + p.slot + "')", "snapshot"} {
+	for _, want := range []string{"pg_drop_replication_slot('" + p.Slot + "')", "snapshot"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the message does not say %q: %s", want, msg)
 		}
 	}
-	if code := run.exitCode(30 * time.Second); code != 1 {
-		t.Fatalf("decant run: exit %d, want 1 (retrying cannot decode the changes); log:\n%s", code, run.output())
+	if code := run.ExitCode(30 * time.Second); code != 1 {
+		t.Fatalf("decant run: exit %d, want 1 (retrying cannot decode the changes); log:\n%s", code, run.Output())
 	}
 	commits := p.probeCommits(probe)
 	if c := p.slotConfirmed(); len(commits) != 1 || c > commits[0] {
@@ -785,14 +535,14 @@ func TestPublicationDropped(t *testing.T) {
 
 	// The recovery the message gives.
 	p.waitSlotReleased()
-	p.pg.Exec(t, `SELECT pg_drop_replication_slot($1)`, p.slot)
+	p.PG.Exec(t, `SELECT pg_drop_replication_slot($1)`, p.Slot)
 	run = p.start("run-2", "run")
-	p.waitConverged(2 * time.Minute)
+	p.WaitConverged(2 * time.Minute)
 	p.waitRaw("the items inserted while the publication was missing, read by the new snapshot", ids(7, 9), wire.OpRead)
 	if m := p.rawMissing(ids(4, 6), wire.OpCreate); len(m) > 0 {
 		t.Fatalf("items inserted before the drop missing from the raw topic: %v", m)
 	}
-	run.stop()
+	stop(run)
 }
 
 // TestReplicaIdentityDefaultMidRun: the map stage needs the old
@@ -804,21 +554,18 @@ func TestPublicationDropped(t *testing.T) {
 // and the fix it names (REPLICA IDENTITY FULL, then backfill) converges.
 func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
-	p.pg.Exec(t, `ALTER TABLE items REPLICA IDENTITY DEFAULT`)
-	p.pg.Exec(t, `UPDATE items SET category_id = 2 WHERE id = 1`)
-	p.pg.Exec(t, `DELETE FROM items WHERE id = 2`)
+	p.PG.Exec(t, `ALTER TABLE items REPLICA IDENTITY DEFAULT`)
+	p.PG.Exec(t, `UPDATE items SET category_id = 2 WHERE id = 1`)
+	p.PG.Exec(t, `DELETE FROM items WHERE id = 2`)
 	fix := `ALTER TABLE "public"."items" REPLICA IDENTITY FULL; then decant backfill category`
-	run.waitLog(t, `level=ERROR msg="changes without the before image the mappings need; written to the dead-letter topic"[^\n]*table=public.items`, 60*time.Second)
-	if !strings.Contains(run.output(), `fix="ALTER TABLE \"public\".\"items\" REPLICA IDENTITY FULL; then decant backfill category"`) {
+	waitLog(t, run, `level=ERROR msg="changes without the before image the mappings need; written to the dead-letter topic"[^\n]*table=public.items`, 60*time.Second)
+	if !strings.Contains(run.Output(), `fix="ALTER TABLE \"public\".\"items\" REPLICA IDENTITY FULL; then decant backfill category"`) {
 		t.Errorf("the log line does not give the fix %q", fix)
 	}
 	var dead []map[string]any
-	e2etest.WaitFor(t, "two dead letters", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "two dead letters", 30*time.Second, func() (bool, error) {
 		dead = p.deadLetters()
 		return len(dead) >= 2, fmt.Errorf("%d dead letters", len(dead))
 	})
@@ -837,25 +584,20 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 		t.Errorf("decant_resolver_map_dlq_total = %v (%v), want 2", v, err)
 	}
 	// The after image still counts: the new category has the item.
-	e2etest.WaitFor(t, "category 2 to contain item 1", 30*time.Second, func() (bool, error) {
-		docs, err := p.esDocs()
-		return err == nil && strings.Contains(docs["2"], `"name":"item1"`), err
-	})
+	p.waitCategory2("category 2 to contain item 1", `"name":"item1"`, 30*time.Second)
 
-	run.stop()
+	stop(run)
 	out, code := p.decant(60*time.Second, "run")
 	if code != 2 || !strings.Contains(out, `table public.items: updates and deletes do not carry [category_id] in their before image; fix: ALTER TABLE "public"."items" REPLICA IDENTITY FULL;`) {
 		t.Fatalf("decant run with REPLICA IDENTITY DEFAULT: exit %d, want 2 naming the table and the fix:\n%s", code, out)
 	}
 
 	// The fix the messages give.
-	p.pg.Exec(t, `ALTER TABLE items REPLICA IDENTITY FULL`)
+	p.PG.Exec(t, `ALTER TABLE items REPLICA IDENTITY FULL`)
 	run = p.start("run-3", "run")
-	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
-		t.Fatalf("decant backfill category: exit %d\n%s", code, out)
-	}
-	p.waitConverged(90 * time.Second)
-	run.stop()
+	p.backfill()
+	p.WaitConverged(90 * time.Second)
+	stop(run)
 }
 
 // TestRawTopicDeleted: a raw topic deleted while `decant run` streams into
@@ -864,26 +606,19 @@ func TestReplicaIdentityDefaultMidRun(t *testing.T) {
 // recreates the topic and streams every change committed since.
 func TestRawTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
-
-	p.deleteTopic(p.rawTopic())
-	p.pg.Exec(t, insertItems(4, 6, 2))
-	run.waitLog(t, `level=WARN msg="stream session ended; restarting"[^\n]*produce to `+regexp.QuoteMeta(p.rawTopic())+`: UNKNOWN_TOPIC_OR_PARTITION`, 90*time.Second)
+	p, run := deletedMidRun(t, (*pipeline).rawTopic, `level=WARN msg="stream session ended; restarting"[^\n]*produce to {topic}: UNKNOWN_TOPIC_OR_PARTITION`)
 	confirmed := p.slotConfirmed()
 
-	run.stop()
+	stop(run)
 	run = p.start("run-2", "run")
-	p.waitConverged(2 * time.Minute)
+	p.WaitConverged(2 * time.Minute)
 	p.waitRaw("the items inserted after the topic was deleted", ids(4, 6), wire.OpCreate)
 	for id, commit := range p.commitLSNs(wire.OpCreate) {
 		if confirmed > commit {
 			t.Errorf("while the topic was missing, the slot was confirmed at %s, past the commit of item %d (%s)", wire.FormatLSN(confirmed), id, wire.FormatLSN(commit))
 		}
 	}
-	run.stop()
+	stop(run)
 }
 
 // TestRefsTopicDeleted: the refs topic deleted while `decant run` runs.
@@ -892,17 +627,10 @@ func TestRawTopicDeleted(t *testing.T) {
 // since reaches Elasticsearch without a restart of the process.
 func TestRefsTopicDeleted(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
-
-	p.deleteTopic(p.refsTopic())
-	p.pg.Exec(t, insertItems(4, 6, 2))
-	p.pg.Exec(t, `UPDATE items SET category_id = 2 WHERE id = 1`)
-	run.waitLog(t, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to `+regexp.QuoteMeta(p.refsTopic())+`: UNKNOWN_TOPIC`, 90*time.Second)
-	p.waitConverged(2 * time.Minute)
-	run.stop()
+	p, run := deletedMidRun(t, (*pipeline).refsTopic, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to {topic}: UNKNOWN_TOPIC`,
+		`UPDATE items SET category_id = 2 WHERE id = 1`)
+	p.WaitConverged(2 * time.Minute)
+	stop(run)
 }
 
 // TestOversizedRawEvent: a row whose raw event is larger than Kafka
@@ -914,16 +642,13 @@ func TestRefsTopicDeleted(t *testing.T) {
 // documents it feeds are rebuilt by `decant backfill`.
 func TestOversizedRawEvent(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
-	p.pg.Exec(t, `INSERT INTO items VALUES (4, 'huge', 1, (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 80000) g))`)
-	p.pg.Exec(t, insertItems(5, 6, 2))
-	run.waitLog(t, `level=ERROR msg="raw event refused by Kafka; written to the dead-letter topic"[^\n]*topic=`+regexp.QuoteMeta(p.rawTopic())+` err="MESSAGE_TOO_LARGE`, 60*time.Second)
+	p.PG.Exec(t, `INSERT INTO items VALUES (4, 'huge', 1, (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 80000) g))`)
+	p.PG.Exec(t, insertItems(5, 6, 2))
+	waitLog(t, run, `level=ERROR msg="raw event refused by Kafka; written to the dead-letter topic"[^\n]*topic=`+regexp.QuoteMeta(p.rawTopic())+` err="MESSAGE_TOO_LARGE`, 60*time.Second)
 	var dead []map[string]any
-	e2etest.WaitFor(t, "a dead letter", 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, "a dead letter", 30*time.Second, func() (bool, error) {
 		dead = p.deadLetters()
 		return len(dead) >= 1, nil
 	})
@@ -936,16 +661,11 @@ func TestOversizedRawEvent(t *testing.T) {
 		t.Errorf("decant_streamer_dlq_total = %v (%v), want 1", v, err)
 	}
 	// The rest streamed on: category 2 gets items 5 and 6.
-	e2etest.WaitFor(t, "category 2 to contain items 5 and 6", 60*time.Second, func() (bool, error) {
-		docs, err := p.esDocs()
-		return err == nil && strings.Contains(docs["2"], `"name":"item6"`), err
-	})
+	p.waitCategory2("category 2 to contain items 5 and 6", `"name":"item6"`, 60*time.Second)
 	p.waitRaw("the items after the oversized one", ids(5, 6), wire.OpCreate)
-	if out, code := p.decant(2*time.Minute, "backfill", "category"); code != 0 {
-		t.Fatalf("decant backfill category: exit %d\n%s", code, out)
-	}
-	p.waitConverged(90 * time.Second)
-	run.stop()
+	p.backfill()
+	p.WaitConverged(90 * time.Second)
+	stop(run)
 }
 
 // TestRefsTopicRefusesWrites simulates a full disk on the refs path: the
@@ -955,28 +675,25 @@ func TestOversizedRawEvent(t *testing.T) {
 // lifted.
 func TestRefsTopicRefusesWrites(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
+	p, run := newConverged(t)
 
 	tiny := "64"
 	p.alterTopic(p.refsTopic(), kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &tiny})
-	group := p.k.Prefix + ".map"
+	group := p.Kafka.Prefix + ".map"
 	before := p.committed(group, p.rawTopic())
-	p.pg.Exec(t, insertItems(4, 6, 2))
-	run.waitLog(t, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to `+regexp.QuoteMeta(p.refsTopic())+`: MESSAGE_TOO_LARGE`, 60*time.Second)
-	run.waitLog(t, `(?s)(session ended; restarting from the last committed offsets" stage=map[^\n]*MESSAGE_TOO_LARGE.*){2}`, 60*time.Second)
+	p.PG.Exec(t, insertItems(4, 6, 2))
+	waitLog(t, run, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to `+regexp.QuoteMeta(p.refsTopic())+`: MESSAGE_TOO_LARGE`, 60*time.Second)
+	waitLog(t, run, `(?s)(session ended; restarting from the last committed offsets" stage=map[^\n]*MESSAGE_TOO_LARGE.*){2}`, 60*time.Second)
 	if after := p.committed(group, p.rawTopic()); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("the map stage committed raw offsets %v → %v while its refs were refused", before, after)
 	}
-	if docs, err := p.esDocs(); err != nil || strings.Contains(docs["2"], "item4") {
+	if docs, err := p.ESDocs(); err != nil || strings.Contains(docs["2"], "item4") {
 		t.Fatalf("category 2 was built from refs the broker refused: %v %v", docs["2"], err)
 	}
 
 	p.alterTopic(p.refsTopic(), kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "max.message.bytes"})
-	p.waitConverged(2 * time.Minute)
-	run.stop()
+	p.WaitConverged(2 * time.Minute)
+	stop(run)
 }
 
 // proxy forwards TCP connections to a server; cut makes the server
@@ -993,7 +710,7 @@ type proxy struct {
 }
 
 func newProxy(t *testing.T, target string) *proxy {
-	x := &proxy{t: t, target: target, addr: freePort(t), conns: map[net.Conn]bool{}}
+	x := &proxy{t: t, target: target, addr: testenv.FreePort(t), conns: map[net.Conn]bool{}}
 	x.restore()
 	t.Cleanup(x.cut)
 	return x
@@ -1060,34 +777,31 @@ func (x *proxy) cut() {
 // when the slot is released: the changes committed meanwhile are streamed.
 func TestSlotHeldByAnotherProcess(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t)
-	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
-	run.stop()
+	p, run := newConverged(t)
+	stop(run)
 	p.waitSlotReleased()
 
-	ctx := e2etest.Ctx(t)
-	holder, err := pgconn.Connect(ctx, p.pg.DSN+"&replication=database&application_name=other")
+	ctx := testenv.Ctx(t)
+	holder, err := pgconn.Connect(ctx, p.PG.DSN+"&replication=database&application_name=other")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close(context.Background())
-	if err := pglogrepl.StartReplication(ctx, holder, p.slot, 0, pglogrepl.StartReplicationOptions{
+	if err := pglogrepl.StartReplication(ctx, holder, p.Slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names 'decant'"}}); err != nil {
 		t.Fatalf("another client takes the slot: %v", err)
 	}
 	run = p.start("run-2", "run")
-	run.waitLog(t, `level=INFO msg="slot is held by another streamer; standing by to take over" stage=stream slot=`+p.slot, 60*time.Second)
-	p.pg.Exec(t, insertItems(4, 6, 2))
+	waitLog(t, run, `level=INFO msg="slot is held by another streamer; standing by to take over" stage=stream slot=`+p.Slot, 60*time.Second)
+	p.PG.Exec(t, insertItems(4, 6, 2))
 	time.Sleep(2 * time.Second)
 	if m := p.rawMissing(ids(4, 6), wire.OpCreate); len(m) != 3 {
 		t.Fatalf("a standby streamed while another client held the slot")
 	}
 	holder.Close(context.Background())
 	p.waitRaw("the items inserted while the slot was held", ids(4, 6), wire.OpCreate)
-	p.waitConverged(90 * time.Second)
-	run.stop()
+	p.WaitConverged(90 * time.Second)
+	stop(run)
 }
 
 // TestServersUnreachableMidRun: Elasticsearch, then PostgreSQL, become
@@ -1100,30 +814,30 @@ func TestSlotHeldByAnotherProcess(t *testing.T) {
 // e2e/chaos TestChaos restarts it.)
 func TestServersUnreachableMidRun(t *testing.T) {
 	t.Parallel()
-	pgURL, err := url.Parse(e2etest.PGAdminDSN())
+	pgURL, err := url.Parse(testenv.PGAdminDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	esURL, err := url.Parse(e2etest.ESURL())
+	esURL, err := url.Parse(testenv.ESURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pgProxy, esProxy := newProxy(t, pgURL.Host), newProxy(t, esURL.Host)
 	p := newPipelineVia(t, pgProxy.addr, esProxy.addr)
 	run := p.start("run-1", "run")
-	p.pg.Exec(t, insertItems(1, 3, 1))
-	p.waitConverged(90 * time.Second)
+	p.PG.Exec(t, insertItems(1, 3, 1))
+	p.WaitConverged(90 * time.Second)
 
 	esProxy.cut()
-	p.pg.Exec(t, insertItems(4, 6, 2))
-	run.waitLog(t, `level=WARN msg="(elasticsearch refused documents for now; retrying|session ended; restarting from the last committed offsets" stage=build)[^\n]*`+regexp.QuoteMeta(esProxy.addr), 60*time.Second)
+	p.PG.Exec(t, insertItems(4, 6, 2))
+	waitLog(t, run, `level=WARN msg="(elasticsearch refused documents for now; retrying|session ended; restarting from the last committed offsets" stage=build)[^\n]*`+regexp.QuoteMeta(esProxy.addr), 60*time.Second)
 	esProxy.restore()
-	p.waitConverged(90 * time.Second)
+	p.WaitConverged(90 * time.Second)
 
 	pgProxy.cut()
-	p.pg.Exec(t, insertItems(7, 9, 2))
-	run.waitLog(t, `level=WARN msg="stream session ended; restarting"[^\n]*`+regexp.QuoteMeta(pgProxy.addr)+`[^\n]*connection refused`, 60*time.Second)
+	p.PG.Exec(t, insertItems(7, 9, 2))
+	waitLog(t, run, `level=WARN msg="stream session ended; restarting"[^\n]*`+regexp.QuoteMeta(pgProxy.addr)+`[^\n]*connection refused`, 60*time.Second)
 	pgProxy.restore()
-	p.waitConverged(2 * time.Minute)
-	run.stop()
+	p.WaitConverged(2 * time.Minute)
+	stop(run)
 }

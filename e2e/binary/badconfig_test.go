@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestBadConfigFailsBeforeSideEffects: each bad configuration makes
@@ -15,15 +17,15 @@ import (
 func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 	p := newPipeline(t)
 	// A role that must authenticate (pg_hba: scram for decant_pw), for the wrong-password case.
-	_, _ = p.pg.Pool.Exec(context.Background(), `DO $$ BEGIN CREATE ROLE decant_pw LOGIN PASSWORD 'right-secret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
+	_, _ = p.PG.Pool.Exec(context.Background(), `DO $$ BEGIN CREATE ROLE decant_pw LOGIN PASSWORD 'right-secret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
 	good := func() string {
-		b, err := exec.Command("cat", p.config).Output()
+		b, err := exec.Command("cat", p.Config).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}()
-	dsn := p.pg.DSN
+	dsn := p.PG.DSN
 	wrongPW := strings.Replace(dsn, "postgres://postgres@", "postgres://decant_pw:wrong-secret@", 1)
 	for _, c := range []struct {
 		name    string
@@ -48,9 +50,8 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 			want: `password authentication failed for user "decant_pw".*check postgres\.dsn`, secrets: []string{"wrong-secret"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := p.write("bad.yaml", c.config)
-			cmd := exec.Command(decantBin(t), "run", "--config", path)
-			cmd.Env = append(cmd.Environ(), c.env...)
+			path := p.Write("bad.yaml", c.config)
+			cmd := testenv.DecantCmd(t, c.env, "run", "--config", path)
 			done := make(chan struct{})
 			var out []byte
 			var err error
@@ -80,23 +81,23 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 	}
 	// Nothing was created by any of the runs.
 	var slots int
-	if err := p.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, p.pg.Name).Scan(&slots); err != nil || slots != 0 {
+	if err := p.PG.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, p.PG.Name).Scan(&slots); err != nil || slots != 0 {
 		t.Errorf("replication slots created by failed runs: %d (%v)", slots, err)
 	}
 	var pubs int
-	if err := p.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication`).Scan(&pubs); err != nil || pubs != 0 {
+	if err := p.PG.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication`).Scan(&pubs); err != nil || pubs != 0 {
 		t.Errorf("publications created by failed runs: %d (%v)", pubs, err)
 	}
-	topics, err := p.k.Admin.ListTopics(context.Background())
+	topics, err := p.Kafka.Admin.ListTopics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range topics.Names() {
-		if strings.HasPrefix(name, p.k.Prefix+".") {
+		if strings.HasPrefix(name, p.Kafka.Prefix+".") {
 			t.Errorf("topic %s created by a failed run", name)
 		}
 	}
-	if code, body, _ := get(p.es.URL + "/" + p.es.Prefix + "*"); code != 200 || strings.TrimSpace(body) != "{}" {
+	if code, body, _ := testenv.Get(p.ES.URL + "/" + p.ES.Prefix + "*"); code != 200 || strings.TrimSpace(body) != "{}" {
 		t.Errorf("indexes created by failed runs: %d %s", code, body)
 	}
 }

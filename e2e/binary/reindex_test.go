@@ -2,10 +2,11 @@ package binary
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // TestBackfillReindexWithBuild: after a mapping change, `decant backfill
@@ -14,11 +15,11 @@ import (
 // every document (regression: --build used to refuse the changed mapping).
 func TestBackfillReindexWithBuild(t *testing.T) {
 	p := newPipeline(t)
-	p.pg.Exec(t, `INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 300) g`)
-	run := p.start("run", nil, "run", "--config", p.config)
-	p.waitConverged(2 * time.Minute)
-	_, before, _ := get(p.es.URL + "/" + p.alias + "/_alias")
-	mappingFile := p.dir + "/mappings/items.yaml"
+	p.PG.Exec(t, `INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 300) g`)
+	run := p.Start("run", nil, "run")
+	p.WaitConverged(2 * time.Minute)
+	_, before, _ := testenv.Get(p.ES.URL + "/" + p.Alias + "/_alias")
+	mappingFile := p.Mapping
 	m, err := os.ReadFile(mappingFile)
 	if err != nil {
 		t.Fatal(err)
@@ -28,22 +29,22 @@ func TestBackfillReindexWithBuild(t *testing.T) {
 	if changed == string(m) {
 		t.Fatal("mapping edit did not apply")
 	}
-	p.write("mappings/items.yaml", changed)
-	out, err := exec.Command(decantBin(t), "backfill", "item", "--reindex", "--build", "--config", p.config).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "reindexed item") {
+	testenv.WriteFile(t, p.Mapping, changed)
+	out, err := p.Decant("backfill", "item", "--reindex", "--build")
+	if err != nil || !strings.Contains(out, "reindexed item") {
 		t.Fatalf("decant backfill --reindex --build: %v\n%s", err, out)
 	}
-	code, body, _ := get(p.es.URL + "/" + p.alias + "/_mapping")
+	code, body, _ := testenv.Get(p.ES.URL + "/" + p.Alias + "/_mapping")
 	if code != 200 || !strings.Contains(body, `"name":{"type":"keyword"}`) {
 		t.Fatalf("after the swap the alias's mapping is not the new one: %d %s", code, body)
 	}
-	_, after, _ := get(p.es.URL + "/" + p.alias + "/_alias")
+	_, after, _ := testenv.Get(p.ES.URL + "/" + p.Alias + "/_alias")
 	if before == after {
 		t.Fatalf("alias still points at the old index: %s", after)
 	}
-	p.pg.Exec(t, `UPDATE items SET name = 'renamed' WHERE id = 7`)
-	p.waitConverged(2 * time.Minute)
-	if code := run.term(); code != 0 {
+	p.PG.Exec(t, `UPDATE items SET name = 'renamed' WHERE id = 7`)
+	p.WaitConverged(2 * time.Minute)
+	if code := run.Term(time.Minute); code != 0 {
 		t.Fatalf("decant run exit %d", code)
 	}
 }

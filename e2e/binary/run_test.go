@@ -6,14 +6,13 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/decant-cdc/decant/client"
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 func heavy() bool { return os.Getenv("DECANT_HEAVY") == "1" }
@@ -32,46 +31,46 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 	// so the first iterations run while it is in progress (regression: the
 	// slot's consistent point made /v1/wait return before the snapshot rows
 	// were in Kafka).
-	p.pg.Exec(t, `INSERT INTO items SELECT g, 'before ' || g, 1 FROM generate_series(100001, 110000) g`)
-	addr := freePort(t)
-	p.start("stream", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "stream", "--config", p.config)
-	p.start("map", []string{"DECANT_HTTP_LISTEN=" + freePort(t)}, "map", "--config", p.config)
-	p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
-	e2etest.WaitFor(t, "the build process's /readyz", 60*time.Second, func() (bool, error) {
-		code, body, err := get("http://" + addr + "/readyz")
+	p.PG.Exec(t, `INSERT INTO items SELECT g, 'before ' || g, 1 FROM generate_series(100001, 110000) g`)
+	addr := testenv.FreePort(t)
+	p.Start("stream", []string{"DECANT_HTTP_LISTEN=" + testenv.FreePort(t)}, "stream")
+	p.Start("map", []string{"DECANT_HTTP_LISTEN=" + testenv.FreePort(t)}, "map")
+	p.Start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build")
+	testenv.WaitFor(t, "the build process's /readyz", 60*time.Second, func() (bool, error) {
+		code, body, err := testenv.Get("http://" + addr + "/readyz")
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
 	})
 	var total time.Duration
 	cl := client.New("http://" + addr)
 	for i := 1; i <= iterations; i++ {
 		name := fmt.Sprintf("written-%d", i)
-		p.pg.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
-		lsn := p.lsn()
+		p.PG.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
+		lsn := lsn(t, p)
 		started := time.Now()
 		// Odd iterations use the Go client, even ones plain HTTP.
 		if i%2 == 1 {
 			if err := cl.Wait(context.Background(), lsn, 2*time.Minute); err != nil {
 				t.Fatalf("iteration %d: client.Wait(%s): %v", i, lsn, err)
 			}
-		} else if code, body, err := get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=2m"); err != nil || code != 200 {
+		} else if code, body, err := testenv.Get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=2m"); err != nil || code != 200 {
 			t.Fatalf("iteration %d: /v1/wait?lsn=%s: %d %s %v", i, lsn, code, body, err)
 		}
 		total += time.Since(started)
 		q := url.QueryEscape(fmt.Sprintf(`name.keyword:"%s"`, name))
-		code, body, err := get(p.es.URL + "/" + p.alias + "/_search?q=" + q)
+		code, body, err := testenv.Get(p.ES.URL + "/" + p.Alias + "/_search?q=" + q)
 		if err != nil || code != 200 || !strings.Contains(body, `"total":{"value":1,`) {
 			t.Fatalf("iteration %d: write %q not found right after /v1/wait returned: %d %s %v", i, name, code, body, err)
 		}
 	}
 	t.Logf("%d iterations: every write searchable after /v1/wait; mean wait %s", iterations, (total / time.Duration(iterations)).Round(time.Millisecond))
-	code, _, _ := get("http://" + addr + "/v1/wait?lsn=FFFFFFFF/0&timeout=300ms")
+	code, _, _ := testenv.Get("http://" + addr + "/v1/wait?lsn=FFFFFFFF/0&timeout=300ms")
 	if code != 408 {
 		t.Fatalf("/v1/wait for a future LSN: status %d, want 408", code)
 	}
 	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != client.ErrTimeout {
 		t.Fatalf("client.Wait for a future LSN: %v, want ErrTimeout", err)
 	}
-	if code, body, _ := get("http://" + addr + "/v1/wait?lsn=nonsense"); code != 400 || !strings.Contains(body, "pg_current_wal_lsn") {
+	if code, body, _ := testenv.Get("http://" + addr + "/v1/wait?lsn=nonsense"); code != 400 || !strings.Contains(body, "pg_current_wal_lsn") {
 		t.Fatalf("/v1/wait?lsn=nonsense: %d %s, want 400 saying what to pass", code, body)
 	}
 	wm, err := cl.Watermarks(context.Background())
@@ -97,11 +96,11 @@ func TestRunSurvivesSIGTERMAndKill(t *testing.T) {
 			var err error
 			switch rng.IntN(4) {
 			case 0:
-				_, err = p.pg.Pool.Exec(ctx, `DELETE FROM items WHERE id = $1`, id)
+				_, err = p.PG.Pool.Exec(ctx, `DELETE FROM items WHERE id = $1`, id)
 			case 1:
-				_, err = p.pg.Pool.Exec(ctx, `UPDATE categories SET title = title || '.' WHERE id = $1`, 1+id%2)
+				_, err = p.PG.Pool.Exec(ctx, `UPDATE categories SET title = title || '.' WHERE id = $1`, 1+id%2)
 			default:
-				_, err = p.pg.Pool.Exec(ctx, `INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET name = excluded.name, category_id = excluded.category_id`,
+				_, err = p.PG.Pool.Exec(ctx, `INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET name = excluded.name, category_id = excluded.category_id`,
 					id, fmt.Sprintf("n%d", rng.IntN(1e6)), 1+rng.IntN(2))
 			}
 			if err != nil && ctx.Err() == nil {
@@ -112,25 +111,25 @@ func TestRunSurvivesSIGTERMAndKill(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	run := p.start("run-1", nil, "run", "--config", p.config)
+	run := p.Start("run-1", nil, "run")
 	time.Sleep(8 * time.Second)
-	if code := run.term(); code != 0 {
-		t.Fatalf("decant run exited %d after SIGTERM, want 0; log:\n%s", code, run.output())
+	if code := run.Term(time.Minute); code != 0 {
+		t.Fatalf("decant run exited %d after SIGTERM, want 0; log:\n%s", code, run.Output())
 	}
-	if strings.Contains(run.output(), "level=ERROR") {
-		t.Fatalf("decant run logged an error on SIGTERM:\n%s", run.output())
+	if strings.Contains(run.Output(), "level=ERROR") {
+		t.Fatalf("decant run logged an error on SIGTERM:\n%s", run.Output())
 	}
-	run = p.start("run-2", nil, "run", "--config", p.config)
+	run = p.Start("run-2", nil, "run")
 	time.Sleep(6 * time.Second)
-	run.kill()
-	run = p.start("run-3", nil, "run", "--config", p.config)
+	run.Kill()
+	run = p.Start("run-3", nil, "run")
 	time.Sleep(4 * time.Second)
 	cancel()
 	<-done
-	p.waitConverged(3 * time.Minute)
+	p.WaitConverged(3 * time.Minute)
 	t.Logf("%d operations with one SIGTERM and one kill -9: converged", ops.Load())
-	if code := run.term(); code != 0 {
-		t.Fatalf("final SIGTERM: exit %d\n%s", code, run.output())
+	if code := run.Term(time.Minute); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d\n%s", code, run.Output())
 	}
 }
 
@@ -139,36 +138,36 @@ func TestRunSurvivesSIGTERMAndKill(t *testing.T) {
 // `decant run` catches up it is near zero.
 func TestStatusShowsSlotLag(t *testing.T) {
 	p := newPipeline(t)
-	run := p.start("run-1", nil, "run", "--config", p.config)
-	p.pg.Exec(t, `INSERT INTO items VALUES (1, 'one', 1)`)
-	p.waitConverged(2 * time.Minute)
-	if code := run.term(); code != 0 {
+	run := p.Start("run-1", nil, "run")
+	p.PG.Exec(t, `INSERT INTO items VALUES (1, 'one', 1)`)
+	p.WaitConverged(2 * time.Minute)
+	if code := run.Term(time.Minute); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
-	p.pg.Exec(t, `INSERT INTO items SELECT g, 'bulk', 1 FROM generate_series(2, 5000) g`)
+	p.PG.Exec(t, `INSERT INTO items SELECT g, 'bulk', 1 FROM generate_series(2, 5000) g`)
 	lag := func() (int64, string) {
-		out, err := exec.Command(decantBin(t), "status", "--json", "--config", p.config).CombinedOutput()
-		if err != nil && !strings.Contains(string(out), `"slot"`) {
+		out, err := p.Decant("status", "--json")
+		if err != nil && !strings.Contains(out, `"slot"`) {
 			t.Fatalf("decant status: %v\n%s", err, out)
 		}
 		var n int64
-		i := strings.Index(string(out), `"lag_bytes": `)
+		i := strings.Index(out, `"lag_bytes": `)
 		if i < 0 {
 			t.Fatalf("no lag_bytes in status:\n%s", out)
 		}
-		fmt.Sscan(string(out[i+len(`"lag_bytes": `):]), &n)
-		return n, string(out)
+		fmt.Sscan(out[i+len(`"lag_bytes": `):], &n)
+		return n, out
 	}
 	if n, out := lag(); n <= 0 || !strings.Contains(out, "no streamer holds the slot") {
 		t.Fatalf("stopped pipeline: status lag_bytes = %d, want > 0 with a warning:\n%s", n, out)
 	}
 	// /metrics of a process that is not the streamer reports the lag too.
-	addr := freePort(t)
-	build := p.start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build", "--config", p.config)
+	addr := testenv.FreePort(t)
+	build := p.Start("build", []string{"DECANT_HTTP_LISTEN=" + addr}, "build")
 	metric := func() float64 {
 		var v float64 = -1
-		e2etest.WaitFor(t, "/metrics of the build process", 60*time.Second, func() (bool, error) {
-			_, body, err := get("http://" + addr + "/metrics")
+		testenv.WaitFor(t, "/metrics of the build process", 60*time.Second, func() (bool, error) {
+			_, body, err := testenv.Get("http://" + addr + "/metrics")
 			for _, line := range strings.Split(body, "\n") {
 				if strings.HasPrefix(line, "decant_slot_lag_bytes ") {
 					fmt.Sscan(strings.TrimPrefix(line, "decant_slot_lag_bytes "), &v)
@@ -182,12 +181,12 @@ func TestStatusShowsSlotLag(t *testing.T) {
 	if v := metric(); v <= 0 {
 		t.Fatalf("decant_slot_lag_bytes = %v while the streamer is stopped, want > 0", v)
 	}
-	build.term()
-	run = p.start("run-2", nil, "run", "--config", p.config)
-	p.waitConverged(3 * time.Minute)
-	e2etest.WaitFor(t, "slot lag near zero after catching up", 60*time.Second, func() (bool, error) {
+	build.Term(time.Minute)
+	run = p.Start("run-2", nil, "run")
+	p.WaitConverged(3 * time.Minute)
+	testenv.WaitFor(t, "slot lag near zero after catching up", 60*time.Second, func() (bool, error) {
 		n, _ := lag()
 		return n < 64<<10, fmt.Errorf("lag %d bytes", n)
 	})
-	run.term()
+	run.Term(time.Minute)
 }

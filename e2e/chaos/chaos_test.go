@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -54,6 +54,13 @@ func (c *faultCounts) total() int64 {
 	return c.kill9.Load() + c.kafka.Load() + c.es.Load() + c.pg.Load() + c.rebalance.Load()
 }
 
+// TestMain removes the decant binary built for this run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveDecant()
+	os.Exit(code)
+}
+
 // TestChaos: a random workload on the shop schema runs while decant's
 // stage processes are killed with -9 and restarted, Kafka, Elasticsearch
 // and PostgreSQL are restarted, and consumer groups rebalance. Afterwards
@@ -61,7 +68,7 @@ func (c *faultCounts) total() int64 {
 // and every row in the raw topics, must equal the database
 // (PRODUCT.md §6.1–3). See doc.go for sizes and knobs.
 func TestChaos(t *testing.T) {
-	e2etest.Integration(t)
+	testenv.Integration(t)
 	sz := short
 	if os.Getenv("DECANT_HEAVY") == "1" {
 		sz = heavy
@@ -79,9 +86,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d (DECANT_CHAOS_SEED), %d operations at %.0f/s", seed, sz.ops, sz.rate)
 	started := time.Now()
 
-	pg, k, es := e2etest.Postgres(t), e2etest.Kafka(t), e2etest.Elasticsearch(t)
+	pg, k, es := testenv.Postgres(t), testenv.Kafka(t), testenv.Elasticsearch(t)
 	srv := newServers(t)
-	// Runs before the e2etest cleanups (LIFO): they need every server up.
+	// Runs before the testenv cleanups (LIFO): they need every server up.
 	t.Cleanup(func() {
 		for _, kind := range serverKinds {
 			if err := srv.up(context.Background(), kind); err != nil {
@@ -89,7 +96,7 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	})
-	ctx := e2etest.Ctx(t)
+	ctx := testenv.Ctx(t)
 
 	pcfg, err := pgxpool.ParseConfig(pg.DSN)
 	if err != nil {
@@ -139,11 +146,8 @@ elasticsearch:
 mappings: [mappings/*.yaml]
 http:
   listen: ""
-`, pg.DSN, e2etest.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
-	bin, err := buildDecant(logDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
+	bin := testenv.Decant(t)
 
 	v := &validator{pool: pool, adm: k.Admin, brokers: k.Brokers, prefix: k.Prefix, esURL: es.URL,
 		alias: func(agg string) string { return es.Prefix + "-" + agg }}
@@ -416,7 +420,7 @@ func converge(ctx context.Context, t *testing.T, v *validator, budget time.Durat
 		if target == 0 {
 			var lsn string
 			if err := v.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err == nil {
-				target, _ = parseLSN(lsn)
+				target, _ = wire.ParseLSN(lsn)
 			}
 		}
 		quiet, why := v.quiet(ctx, target)
@@ -456,7 +460,7 @@ func (v *validator) quiet(ctx context.Context, target uint64) (bool, string) {
 	if err := v.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE database = current_database()`).Scan(&confirmed); err != nil || confirmed == nil {
 		return false, fmt.Sprintf("slot: %v", err)
 	}
-	if lsn, _ := parseLSN(*confirmed); target == 0 || lsn < target {
+	if lsn, _ := wire.ParseLSN(*confirmed); target == 0 || lsn < target {
 		return false, "slot confirmed " + *confirmed
 	}
 	var raw, refs []string
@@ -470,40 +474,12 @@ func (v *validator) quiet(ctx context.Context, target uint64) (bool, string) {
 		group  string
 		topics []string
 	}{{v.prefix + ".map", raw}, {v.prefix + ".build", refs}} {
-		lag, err := v.groupLag(ctx, g.group, g.topics)
+		lag, err := testenv.GroupLag(ctx, v.adm, g.group, g.topics...)
 		if err != nil || lag > 0 {
 			return false, fmt.Sprintf("group %s: lag %d %v", g.group, lag, err)
 		}
 	}
 	return true, ""
-}
-
-// groupLag is the records of topics that group has not committed.
-func (v *validator) groupLag(ctx context.Context, group string, topics []string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ends, err := v.adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	committed, err := v.adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	for _, topic := range topics {
-		for _, o := range ends[topic] {
-			if o.Err != nil {
-				return 0, o.Err
-			}
-			at := int64(0)
-			if c, ok := committed.Lookup(topic, o.Partition); ok && c.Err == nil {
-				at = c.At
-			}
-			lag += max(0, o.Offset-at)
-		}
-	}
-	return lag, nil
 }
 
 // reportFailure fails the test with every mismatch (the first 40 in full)

@@ -10,19 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
-
-// repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
 
 // servers restarts the test servers through the e2e/infra scripts, with
 // the environment that selects the instance the test talks to.
@@ -45,11 +38,11 @@ func newServers(t *testing.T) *servers {
 	if dir == "" {
 		dir = "/tmp/decant-infra" // as e2e/infra/common.sh and the Makefile
 	}
-	pgPort, err := localPort(e2etest.PGAdminDSN(), "DECANT_TEST_PG_DSN")
+	pgPort, err := localPort(testenv.PGAdminDSN(), "DECANT_TEST_PG_DSN")
 	if err != nil {
 		t.Fatal(err)
 	}
-	brokers := e2etest.KafkaBrokers()
+	brokers := testenv.KafkaBrokers()
 	if len(brokers) != 1 {
 		t.Fatalf("DECANT_TEST_KAFKA_BROKERS=%s: TestChaos restarts one local broker; give exactly one", strings.Join(brokers, ","))
 	}
@@ -57,7 +50,7 @@ func newServers(t *testing.T) *servers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	esPort, err := localPort(e2etest.ESURL(), "DECANT_TEST_ES_URL")
+	esPort, err := localPort(testenv.ESURL(), "DECANT_TEST_ES_URL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +94,7 @@ func newServers(t *testing.T) *servers {
 			"set DECANT_INFRA_DIR to the directory the servers were started with (e2e/infra/up.sh)",
 			dir, pgPort, kafkaPort, esPort, strings.Join(problems, "\n  "))
 	}
-	s := &servers{dir: dir, scripts: filepath.Join(repoRoot(), "e2e", "infra")}
+	s := &servers{dir: dir, scripts: filepath.Join(testenv.RepoRoot(), "e2e", "infra")}
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); want[k] == "" && k != "DECANT_INFRA_DIR" {
 			s.env = append(s.env, kv)

@@ -9,32 +9,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
-
-// buildDecant builds cmd/decant into dir.
-func buildDecant(dir string) (string, error) {
-	bin := filepath.Join(dir, "decant")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/decant")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/decant: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// childEnv is the environment of decant processes: the test's, without
-// the DECANT_ variables decant would refuse as unknown (DECANT_HEAVY,
-// DECANT_CHAOS_*). The config file says everything else.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "DECANT_") && !strings.HasPrefix(kv, "DECANT_TEST_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
 
 // fleet supervises decant stage processes like an init system with
 // Restart=always: a process that exits is started again. Exits the test
@@ -89,7 +66,7 @@ func (f *fleet) launch(p *supervised) error {
 	}
 	fmt.Fprintf(logf, "=== %s run %d started %s\n", p.name, p.gen, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(f.bin, p.stage, "--config", f.config)
-	cmd.Env = childEnv()
+	cmd.Env = testenv.DecantEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

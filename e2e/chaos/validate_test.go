@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -191,51 +190,16 @@ func (v *validator) query(ctx context.Context, sql string) (map[string]string, e
 
 // readTopic returns every record of topic, partition by partition in
 // offset order, up to the end offsets read first.
-func (v *validator) readTopic(ctx context.Context, topic string) ([][]*kgo.Record, error) {
-	ends, err := v.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	want := map[int32]int64{}
-	parts := map[int32]kgo.Offset{}
-	nparts := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		nparts = max(nparts, int(o.Partition)+1)
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	out := make([][]*kgo.Record, nparts)
-	if len(want) == 0 {
-		return out, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(v.brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+func (v *validator) readTopic(ctx context.Context, topic string) (map[int32][]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	recs, err := testenv.ReadTopic(ctx, v.adm, v.brokers, topic)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("reading %s: %w (partitions left: %v)", topic, ctx.Err(), want)
-		}
-		fs.EachError(func(t string, p int32, err error) { _ = err }) // retried by the client
-		fs.EachRecord(func(rec *kgo.Record) {
-			end, ok := want[rec.Partition]
-			if !ok || rec.Offset >= end {
-				return
-			}
-			out[rec.Partition] = append(out[rec.Partition], rec)
-			if rec.Offset+1 >= end {
-				delete(want, rec.Partition)
-			}
-		})
+	out := map[int32][]*kgo.Record{}
+	for _, r := range recs {
+		out[r.Partition] = append(out[r.Partition], r)
 	}
 	return out, nil
 }
@@ -324,7 +288,7 @@ func (v *validator) rawTopic(ctx context.Context, table string, r *result) (map[
 				r.add("%s: %s offset %d: not a change event: %.200s", topic, k, rec.Offset, rec.Value)
 				continue
 			}
-			lsn, err := parseLSN(ch.Source.CommitLSN)
+			lsn, err := wire.ParseLSN(ch.Source.CommitLSN)
 			if err != nil {
 				r.add("%s: %s offset %d: %v", topic, k, rec.Offset, err)
 				continue
@@ -361,23 +325,6 @@ type position struct{ lsn, seq uint64 }
 
 func (p position) less(q position) bool { return p.lsn < q.lsn || (p.lsn == q.lsn && p.seq < q.seq) }
 
-// parseLSN parses "16/B374D848".
-func parseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("LSN %q: no '/'", s)
-	}
-	h, err := strconv.ParseUint(hi, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	l, err := strconv.ParseUint(lo, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	return h<<32 | l, nil
-}
-
 // esDoc is one Elasticsearch document.
 type esDoc struct {
 	version int64
@@ -387,69 +334,19 @@ type esDoc struct {
 // esDocs reads every document of alias (after a refresh), keyed by the
 // aggregate id object built from _id (ids are single integer columns).
 func (v *validator) esDocs(ctx context.Context, alias string, source bool) (map[string]esDoc, error) {
-	if _, err := v.es(ctx, "POST", "/"+alias+"/_refresh", nil); err != nil {
+	hits, err := testenv.ESHits(ctx, v.esURL, alias, source)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]esDoc{}
-	var after json.RawMessage
-	for {
-		body := map[string]any{"size": 5000, "sort": []string{"_doc"}, "version": true, "_source": source}
-		if after != nil {
-			body["search_after"] = after
+	for _, h := range hits {
+		d := esDoc{version: h.Version}
+		if source {
+			d.source = mustCanon(h.Source)
 		}
-		raw, err := v.es(ctx, "POST", "/"+alias+"/_search", body)
-		if err != nil {
-			return nil, err
-		}
-		var sr struct {
-			Hits struct {
-				Hits []struct {
-					ID      string          `json:"_id"`
-					Version int64           `json:"_version"`
-					Source  json.RawMessage `json:"_source"`
-					Sort    json.RawMessage `json:"sort"`
-				} `json:"hits"`
-			} `json:"hits"`
-		}
-		if err := json.Unmarshal(raw, &sr); err != nil {
-			return nil, fmt.Errorf("search %s: %w", alias, err)
-		}
-		if len(sr.Hits.Hits) == 0 {
-			return out, nil
-		}
-		for _, h := range sr.Hits.Hits {
-			d := esDoc{version: h.Version}
-			if source {
-				d.source = mustCanon(h.Source)
-			}
-			out[`{"id":`+h.ID+`}`] = d
-		}
-		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+		out[`{"id":`+h.ID+`}`] = d
 	}
-}
-
-// es sends one request and returns the body of a 2xx answer.
-func (v *validator) es(ctx context.Context, method, path string, body any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, v.esURL+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch %s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("elasticsearch %s %s: %s: %.300s", method, path, res.Status, b)
-	}
-	return b, nil
+	return out, nil
 }
 
 // versionWatch samples the Elasticsearch versions of every document while

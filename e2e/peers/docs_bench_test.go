@@ -15,11 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // docsSchema is the documents workload: customers, their orders, the
@@ -51,7 +52,7 @@ ANALYZE;`, n, 2*n, 4*n)
 // the tool's process, Redis's for pgsync, when the tool's set-up began
 // (pgsync's bootstrap; decant's process start) and the CPU seconds of
 // set-up steps that already ended.
-type docsPeer func(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (tool, helper *proc, started time.Time, setupCPU float64)
+type docsPeer func(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (tool, helper *proc, started time.Time, setupCPU float64)
 
 // docsResult is one tool's figures on the documents workload.
 type docsResult struct {
@@ -109,7 +110,7 @@ func BenchmarkPeersDocuments(b *testing.B) {
 	n := envInt("DECANT_BENCH_PEER_CUSTOMERS", 20000)
 	rate, secs := envInt("DECANT_BENCH_PEER_DOC_RATE", 5), envInt("DECANT_BENCH_PEER_DOC_SECONDS", 60)
 	changes := min(rate*secs, n)
-	k, es := e2etest.Kafka(b), e2etest.Elasticsearch(b)
+	k, es := testenv.Kafka(b), testenv.Elasticsearch(b)
 	install(b, "pgsync.sh")
 	decIndex, pgsIndex := es.Prefix+"_decant_customer", es.Prefix+"_pgsync_customer"
 	dec := runDocs(b, k, es, "decant", decIndex, n, changes, rate, startDecantRun)
@@ -150,10 +151,10 @@ func BenchmarkPeersDocuments(b *testing.B) {
 }
 
 // runDocs measures one tool on a fresh database.
-func runDocs(b *testing.B, k *e2etest.KafkaEnv, es *e2etest.ESEnv, name, index string, n, changes, rate int, start docsPeer) docsResult {
+func runDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index string, n, changes, rate int, start docsPeer) docsResult {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
-	pg := e2etest.Postgres(b)
+	ctx := testenv.Ctx(b)
+	pg := testenv.Postgres(b)
 	pg.Exec(b, docsSchema)
 	pg.Exec(b, docsSeed(n))
 	dir := filepath.Join(b.TempDir(), name)
@@ -198,96 +199,64 @@ func docsChange(perm []int, i int) (customer int, sql string, args []any) {
 // of each from its commit until a search of index returns the customer
 // document with the new value, and the tool's and the database's CPU
 // seconds meanwhile.
-func docsFreshness(b *testing.B, pg *e2etest.PG, esURL, index string, p *proc, n, changes, rate int) (latencies, float64, float64) {
+func docsFreshness(b *testing.B, pg *testenv.PG, esURL, index string, p *proc, n, changes, rate int) (latencies, float64, float64) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	perm := rand.New(rand.NewPCG(8, 11)).Perm(n)[:changes]
 	for i := range perm {
 		perm[i]++
 	}
-	var mu sync.Mutex
-	pending := map[int]int{} // customer id → change
-	committed, seen := make([]time.Time, changes), make([]time.Time, changes)
-	all := make(chan struct{})
+	f := newFreshness(changes)
+	pending := map[int]int{} // customer id → change; under f.mu
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		got := 0
 		for pctx.Err() == nil {
-			mu.Lock()
+			f.mu.Lock()
 			ids := make([]string, 0, len(pending))
 			for c := range pending {
 				if len(ids) < 1000 {
 					ids = append(ids, strconv.Itoa(c))
 				}
 			}
-			mu.Unlock()
+			f.mu.Unlock()
 			if len(ids) == 0 {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
 			var r searchResult
-			_, err := esDo(pctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search",
+			_, err := testenv.ESRequest(pctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search",
 				map[string]any{"size": len(ids), "query": map[string]any{"ids": map[string]any{"values": ids}}}, &r)
 			now := time.Now()
 			if err != nil {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
-			mu.Lock()
+			f.mu.Lock()
 			for _, h := range r.Hits.Hits {
 				c, _ := strconv.Atoi(h.ID)
 				i, ok := pending[c]
 				if ok && bytes.Contains(h.Source, []byte(`"fresh-`+strconv.Itoa(i)+`"`)) {
-					seen[i] = now
+					f.seen(i, now)
 					delete(pending, c)
-					got++
 				}
 			}
-			mu.Unlock()
-			if got == changes {
-				close(all)
-				return
-			}
+			f.mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	w := writer(b, pg)
-	cpu0, db0 := p.cpu(), dbCPU(b, pg)
-	schedule(ctx, b, changes, rate, func(i int) error {
-		c, sql, args := docsChange(perm, i)
-		_, err := w.Exec(ctx, sql, args...)
-		mu.Lock()
-		committed[i] = time.Now()
-		pending[c] = i
-		mu.Unlock()
-		return err
-	})
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		mu.Lock()
-		missing := len(pending)
-		mu.Unlock()
-		b.Fatalf("%d of %d changes never became searchable in %s\n%s", missing, changes, index, p.tail())
-	}
-	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
-	mu.Lock()
-	defer mu.Unlock()
-	lat := make(latencies, changes)
-	for i := range lat {
-		lat[i] = max(0, seen[i].Sub(committed[i]))
-	}
-	return lat, cpu, db
+	return f.measure(ctx, b, pg, p, rate, 5*time.Minute, "became searchable in "+index,
+		func(w *pgxpool.Pool, i int) error {
+			_, sql, args := docsChange(perm, i)
+			_, err := w.Exec(ctx, sql, args...)
+			return err
+		},
+		func(i int) { c, _, _ := docsChange(perm, i); pending[c] = i })
 }
 
 type searchResult struct {
 	Hits struct {
-		Hits []struct {
-			ID     string          `json:"_id"`
-			Source json.RawMessage `json:"_source"`
-			Sort   []any           `json:"sort"`
-		} `json:"hits"`
+		Hits []testenv.Hit `json:"hits"`
 	} `json:"hits"`
 }
 
@@ -296,7 +265,7 @@ type searchResult struct {
 // difference.
 func compareIndexes(b *testing.B, esURL, left, right string, n int) (int, string) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	l, r := readIndex(ctx, b, esURL, left), readIndex(ctx, b, esURL, right)
 	same, first := 0, ""
 	for id := 1; id <= n; id++ {
@@ -316,35 +285,22 @@ func compareIndexes(b *testing.B, esURL, left, right string, n int) (int, string
 	return same, first
 }
 
-// readIndex returns every document of index by _id, paging by the "id" field.
+// readIndex returns every document of index by _id.
 func readIndex(ctx context.Context, b *testing.B, esURL, index string) map[string]any {
 	b.Helper()
-	if _, err := esDo(ctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_refresh", nil, nil); err != nil {
+	hits, err := testenv.ESHits(ctx, esURL, url.PathEscape(index), true)
+	if err != nil {
 		b.Fatal(err)
 	}
 	out := map[string]any{}
-	var after []any
-	for {
-		q := map[string]any{"size": 5000, "sort": []any{map[string]any{"id": "asc"}}}
-		if after != nil {
-			q["search_after"] = after
-		}
-		var r searchResult
-		if _, err := esDo(ctx, http.MethodPost, esURL+"/"+url.PathEscape(index)+"/_search", q, &r); err != nil {
+	for _, h := range hits {
+		var v any
+		if err := json.Unmarshal(h.Source, &v); err != nil {
 			b.Fatal(err)
 		}
-		if len(r.Hits.Hits) == 0 {
-			return out
-		}
-		for _, h := range r.Hits.Hits {
-			var v any
-			if err := json.Unmarshal(h.Source, &v); err != nil {
-				b.Fatal(err)
-			}
-			out[h.ID] = v
-		}
-		after = r.Hits.Hits[len(r.Hits.Hits)-1].Sort
+		out[h.ID] = v
 	}
+	return out
 }
 
 // normalize makes two encodings of one document comparable: pgsync's
@@ -389,43 +345,43 @@ func normalize(v any) any {
 
 // startDecantRun runs `decant run` (initial snapshot, all stages in one
 // process) with decant/customer.yaml.
-func startDecantRun(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
-	writeFile(b, filepath.Join(dir, "customer.yaml"), template(b, "decant/customer.yaml", map[string]string{"INDEX": index}))
-	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
+func startDecantRun(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
+	testenv.WriteFile(b, filepath.Join(dir, "customer.yaml"), template(b, "decant/customer.yaml", map[string]string{"INDEX": index}))
+	cfg := testenv.WriteFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_docs", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": k.Prefix + ".docs",
-		"PARTITIONS": "6", "ES_URL": e2etest.ESURL(), "MAPPING": "customer.yaml", "SNAPSHOT_MODE": "initial",
+		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "customer.yaml", "SNAPSHOT_MODE": "initial",
 	}))
-	p := startProc(b, dir, "decant-run", nil, decantBin(b), "run", "--config", cfg)
+	p := startProc(b, dir, "decant-run", testenv.DecantCmd(b, nil, "run", "--config", cfg))
 	return p, nil, p.started, 0
 }
 
 // startPgsync starts Redis (not timed: a server, like Kafka for decant),
 // runs pgsync's bootstrap and starts `pgsync --daemon` with
 // pgsync/schema.json (e2e/peers/pgsync.sh).
-func startPgsync(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
-	script := filepath.Join(repoRoot(), "e2e", "peers", "pgsync.sh")
-	port := freePort(b)
-	redis := startProc(b, dir, "redis", nil, "bash", script, "redis", strconv.Itoa(port), filepath.Join(dir, "redis"))
-	waitUntil(b, redis, "redis to listen on 127.0.0.1:"+strconv.Itoa(port), time.Minute, 50*time.Millisecond, func() (bool, error) {
-		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+func startPgsync(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir, index string) (*proc, *proc, time.Time, float64) {
+	script := filepath.Join(testenv.RepoRoot(), "e2e", "peers", "pgsync.sh")
+	port := freePortNumber(b)
+	redis := startProc(b, dir, "redis", command(nil, "bash", script, "redis", port, filepath.Join(dir, "redis")))
+	waitUntil(b, redis, "redis to listen on 127.0.0.1:"+port, time.Minute, 50*time.Millisecond, func() (bool, error) {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil, err
 	})
-	schema := writeFile(b, filepath.Join(dir, "schema.json"), template(b, "pgsync/schema.json", map[string]string{"DATABASE": pg.Name, "INDEX": index}))
+	schema := testenv.WriteFile(b, filepath.Join(dir, "schema.json"), template(b, "pgsync/schema.json", map[string]string{"DATABASE": pg.Name, "INDEX": index}))
 	u, err := url.Parse(pg.DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
-	esu, err := url.Parse(e2etest.ESURL())
+	esu, err := url.Parse(testenv.ESURL())
 	if err != nil {
 		b.Fatal(err)
 	}
 	env := []string{
 		"PG_HOST=" + u.Hostname(), "PG_PORT=" + u.Port(), "PG_USER=" + u.User.Username(),
 		"ELASTICSEARCH_SCHEME=" + esu.Scheme, "ELASTICSEARCH_HOST=" + esu.Hostname(), "ELASTICSEARCH_PORT=" + esu.Port(),
-		"REDIS_HOST=127.0.0.1", "REDIS_PORT=" + strconv.Itoa(port), "CHECKPOINT_PATH=" + dir + "/",
+		"REDIS_HOST=127.0.0.1", "REDIS_PORT=" + port, "CHECKPOINT_PATH=" + dir + "/",
 	}
 	// pgsync gives up (exits) when one bulk request takes longer than its
 	// 10s default; the shared test node can stall that long under other
@@ -433,12 +389,12 @@ func startPgsync(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir, index s
 	if os.Getenv("ELASTICSEARCH_TIMEOUT") == "" {
 		env = append(env, "ELASTICSEARCH_TIMEOUT=120")
 	}
-	boot := startProc(b, dir, "pgsync-bootstrap", env, "bash", script, "bootstrap", "--config", schema)
-	<-boot.done
-	if code := boot.cmd.ProcessState.ExitCode(); code != 0 {
-		b.Fatalf("pgsync bootstrap exited %d\n%s", code, boot.tail())
+	boot := startProc(b, dir, "pgsync-bootstrap", command(env, "bash", script, "bootstrap", "--config", schema))
+	<-boot.Done()
+	if code := boot.Cmd.ProcessState.ExitCode(); code != 0 {
+		b.Fatalf("pgsync bootstrap exited %d\n%s", code, boot.Tail(40))
 	}
-	bootCPU := (boot.cmd.ProcessState.UserTime() + boot.cmd.ProcessState.SystemTime()).Seconds()
-	p := startProc(b, dir, "pgsync", env, "bash", script, "sync", "--config", schema, "--daemon")
+	bootCPU := (boot.Cmd.ProcessState.UserTime() + boot.Cmd.ProcessState.SystemTime()).Seconds()
+	p := startProc(b, dir, "pgsync", command(env, "bash", script, "sync", "--config", schema, "--daemon"))
 	return p, redis, boot.started, bootCPU
 }

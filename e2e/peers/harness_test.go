@@ -3,9 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -37,47 +34,18 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-var (
-	buildOnce sync.Once
-	binPath   = filepath.Join(os.TempDir(), fmt.Sprintf("decant-peers-%d", os.Getpid()))
-	buildErr  error
-)
-
 // TestMain removes the decant binary built for this run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	_ = os.Remove(binPath)
+	testenv.RemoveDecant()
 	os.Exit(code)
-}
-
-// decantBin builds ./cmd/decant once per run (into a file of its own, so
-// that a bin/decant in use elsewhere is left alone) and returns its path.
-func decantBin(tb testing.TB) string {
-	tb.Helper()
-	buildOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/decant")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/decant: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // install runs `bash e2e/peers/SCRIPT install` (idempotent: a no-op once
 // the peer is installed).
 func install(tb testing.TB, script string) {
 	tb.Helper()
-	cmd := exec.Command("bash", filepath.Join(repoRoot(), "e2e", "peers", script), "install")
+	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "e2e", "peers", script), "install")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("%s install: %v\n%s", script, err, out)
 	}
@@ -90,7 +58,7 @@ var placeholder = regexp.MustCompile(`@[A-Z_]+@`)
 // value; one left outside a # comment fails the benchmark.
 func template(tb testing.TB, name string, vars map[string]string) string {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), "e2e", "peers", name))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "e2e", "peers", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -106,110 +74,45 @@ func template(tb testing.TB, name string, vars map[string]string) string {
 	return s
 }
 
-func writeFile(tb testing.TB, path, content string) string {
-	tb.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	return path
-}
-
-// freePort returns a free port on 127.0.0.1.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // proc is a child process whose CPU time and memory are measured from /proc.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	log     string
+	*testenv.Proc
 	started time.Time
-	done    chan struct{}
 }
 
-// startProc runs argv in dir with env added to this process's environment
-// (for decant without the DECANT_ variables but the test's: it refuses
-// unknown ones), output to dir/NAME.log. The process is killed if the benchmark process dies, and
-// stopped at cleanup.
-func startProc(tb testing.TB, dir, name string, env []string, argv ...string) *proc {
+// startProc runs cmd in dir, output to dir/NAME.log. The process is killed
+// if the benchmark process dies, and stopped at cleanup.
+func startProc(tb testing.TB, dir, name string, cmd *exec.Cmd) *proc {
 	tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	isDecant := argv[0] == binPath
-	for _, kv := range os.Environ() {
-		if !isDecant || !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		tb.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, started: started, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
-	tb.Cleanup(func() { p.stop() })
+	p := &proc{Proc: testenv.Start(tb, name, filepath.Join(dir, name+".log"), cmd), started: started}
+	tb.Cleanup(p.stop)
 	return p
 }
 
-// exited reports whether the process has ended.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+// command is argv with env added to this process's environment (decant
+// itself is started with testenv.DecantCmd: it refuses unknown DECANT_
+// variables, which the peers' scripts read).
+func command(env []string, argv ...string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
 }
 
-// stop sends SIGTERM (and SIGCONT, in case it is paused) and waits up to
+// stop sends SIGCONT (in case it is paused) and SIGTERM, and waits up to
 // 30s before SIGKILL. Idempotent.
 func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Signal(syscall.SIGCONT)
+	p.Term(30 * time.Second)
 }
 
-func (p *proc) pause()  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
-func (p *proc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
-
-// tail is the end of the process's log, for failure messages.
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return fmt.Sprintf("last lines of %s (%s):\n%s", p.name, p.log, b)
-}
+func (p *proc) pause()  { p.Signal(syscall.SIGSTOP) }
+func (p *proc) resume() { p.Signal(syscall.SIGCONT) }
 
 // tree is the process and its descendants.
 func (p *proc) tree() []int {
@@ -225,7 +128,7 @@ func (p *proc) tree() []int {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	out := []int{p.cmd.Process.Pid}
+	out := []int{p.Pid()}
 	for i := 0; i < len(out); i++ {
 		out = append(out, children[out[i]]...)
 	}
@@ -268,47 +171,25 @@ func (p *proc) cpu() float64 {
 func (p *proc) peakRSS() int64 {
 	var total int64
 	for _, pid := range p.tree() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				total += kb << 10
-			}
+		if n, err := testenv.PeakRSS(pid); err == nil {
+			total += n
 		}
 	}
 	return total
 }
 
 // waitUntil polls cond every interval until it returns true, and fails
-// naming what it waited for (with the process's log) after timeout or when
-// the process exits.
+// naming what it waited for after timeout or, with the process's log,
+// when the process exits.
 func waitUntil(tb testing.TB, p *proc, what string, timeout, interval time.Duration, cond func() (bool, error)) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
+	testenv.WaitEvery(tb, what, timeout, interval, func() (bool, error) {
 		ok, err := cond()
-		if ok {
-			return
+		if !ok && p != nil && p.Exited() {
+			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.Name, what, err, p.Tail(40))
 		}
-		if err != nil {
-			last = err
-		}
-		if p != nil && p.exited() {
-			tb.Fatalf("%s exited while waiting for %s (last error: %v)\n%s", p.name, what, last, p.tail())
-		}
-		if time.Now().After(deadline) {
-			msg := ""
-			if p != nil {
-				msg = p.tail()
-			}
-			tb.Fatalf("timed out after %s waiting for %s (last error: %v)\n%s", timeout, what, last, msg)
-		}
-		time.Sleep(interval)
-	}
+		return ok, err
+	})
 }
 
 // topicRecords is the number of records written to topic so far (the sum
@@ -341,6 +222,73 @@ func (l latencies) percentile(p float64) time.Duration {
 	slices.Sort(s)
 	i := int(float64(len(s))*p+0.5) - 1
 	return s[max(0, min(len(s)-1, i))]
+}
+
+// freshness times changes from their commit to the moment the tool under
+// test makes them visible: a poller run by the caller calls seen, and
+// measure writes the changes.
+type freshness struct {
+	mu        sync.Mutex
+	committed []time.Time
+	seenAt    []time.Time
+	left      int           // changes not seen yet
+	all       chan struct{} // closed when every change was seen
+}
+
+func newFreshness(n int) *freshness {
+	return &freshness{committed: make([]time.Time, n), seenAt: make([]time.Time, n), left: n, all: make(chan struct{})}
+}
+
+// seen records that change i became visible at now (the first time
+// counts). f.mu must be held.
+func (f *freshness) seen(i int, now time.Time) {
+	if f.seenAt[i].IsZero() {
+		f.seenAt[i] = now
+		if f.left--; f.left == 0 {
+			close(f.all)
+		}
+	}
+}
+
+// measure writes the changes at rate per second with write, each in its
+// own transaction through the workload's writer pool (committed, when not
+// nil, runs under f.mu right after change i commits), waits up to timeout
+// until every change was seen, and returns the delays and the CPU seconds
+// used meanwhile by p and by the database. what completes "N of M changes
+// never …" in the failure.
+func (f *freshness) measure(ctx context.Context, b *testing.B, pg *testenv.PG, p *proc, rate int, timeout time.Duration, what string,
+	write func(w *pgxpool.Pool, i int) error, committed func(i int)) (latencies, float64, float64) {
+	b.Helper()
+	w := writer(b, pg)
+	cpu0, db0 := p.cpu(), dbCPU(b, pg)
+	schedule(ctx, b, len(f.committed), rate, func(i int) error {
+		err := write(w, i)
+		f.mu.Lock()
+		f.committed[i] = time.Now()
+		if committed != nil {
+			committed(i)
+		}
+		f.mu.Unlock()
+		return err
+	})
+	select {
+	case <-f.all:
+	case <-time.After(timeout):
+		f.mu.Lock()
+		missing := f.left
+		f.mu.Unlock()
+		b.Fatalf("%d of %d changes never %s\n%s", missing, len(f.committed), what, p.Tail(40))
+	}
+	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lat := make(latencies, len(f.committed))
+	for i := range lat {
+		// The change can be seen a moment before the client hears the
+		// COMMIT's answer: that counts as no delay.
+		lat[i] = max(0, f.seenAt[i].Sub(f.committed[i]))
+	}
+	return lat, cpu, db
 }
 
 // ms formats a duration in milliseconds.
@@ -378,46 +326,12 @@ func schedule(ctx context.Context, tb testing.TB, n, rate int, do func(i int) er
 	}
 }
 
-// esDo sends a JSON request to Elasticsearch and decodes the answer into out
-// (when not nil). It returns the status code.
-func esDo(ctx context.Context, method, u string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return res.StatusCode, err
-	}
-	if res.StatusCode >= 300 {
-		return res.StatusCode, fmt.Errorf("%s %s: %s: %.300s", method, u, res.Status, b)
-	}
-	if out != nil {
-		return res.StatusCode, json.Unmarshal(b, out)
-	}
-	return res.StatusCode, nil
-}
-
 // esCount is the number of searchable documents in index (0 while missing).
 func esCount(ctx context.Context, esURL, index string) (int, error) {
 	var r struct {
 		Count int `json:"count"`
 	}
-	code, err := esDo(ctx, http.MethodGet, esURL+"/"+url.PathEscape(index)+"/_count", nil, &r)
+	code, err := testenv.ESRequest(ctx, http.MethodGet, esURL+"/"+url.PathEscape(index)+"/_count", nil, &r)
 	if code == http.StatusNotFound {
 		return 0, err
 	}
@@ -426,9 +340,9 @@ func esCount(ctx context.Context, esURL, index string) (int, error) {
 
 // waitSlotActive waits until the replication slot exists and a process
 // streams from it.
-func waitSlotActive(tb testing.TB, p *proc, pg *e2etest.PG, slot string) {
+func waitSlotActive(tb testing.TB, p *proc, pg *testenv.PG, slot string) {
 	tb.Helper()
-	waitUntil(tb, p, p.name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
+	waitUntil(tb, p, p.Name+" to stream from slot "+slot, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		var active bool
 		err := pg.Pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
 		return active, err
@@ -448,7 +362,7 @@ func idleCores(p *proc) float64 {
 const writerApp = "peers-writer"
 
 // writer opens a pool on pg's database for the workload's changes.
-func writer(tb testing.TB, pg *e2etest.PG) *pgxpool.Pool {
+func writer(tb testing.TB, pg *testenv.PG) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(pg.DSN)
 	if err != nil {
@@ -466,7 +380,7 @@ func writer(tb testing.TB, pg *e2etest.PG) *pgxpool.Pool {
 // dbCPU reads the CPU seconds used so far by each PostgreSQL server process
 // connected to pg's database (backends and walsenders), by pid, except the
 // workload writer's and the one running this query.
-func dbCPU(tb testing.TB, pg *e2etest.PG) map[int]float64 {
+func dbCPU(tb testing.TB, pg *testenv.PG) map[int]float64 {
 	tb.Helper()
 	rows, err := pg.Pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND coalesce(application_name, '') <> $1`, writerApp)
@@ -490,11 +404,17 @@ func dbCPU(tb testing.TB, pg *e2etest.PG) map[int]float64 {
 
 // dbCPUSince is the database CPU used since the dbCPU reading start, by the
 // processes connected now (one that disconnected meanwhile is not counted).
-func dbCPUSince(tb testing.TB, pg *e2etest.PG, start map[int]float64) float64 {
+func dbCPUSince(tb testing.TB, pg *testenv.PG, start map[int]float64) float64 {
 	tb.Helper()
 	var total float64
 	for pid, c := range dbCPU(tb, pg) {
 		total += c - start[pid]
 	}
 	return total
+}
+
+// freePortNumber is the port number of a free 127.0.0.1 port.
+func freePortNumber(tb testing.TB) string {
+	_, port, _ := net.SplitHostPort(testenv.FreePort(tb))
+	return port
 }

@@ -8,14 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -38,7 +38,7 @@ const freshBase = 10_000_000
 
 // rawPeer starts one tool that streams the orders table of pg into Kafka
 // and returns its process, the topic it writes and its replication slot.
-type rawPeer func(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (p *proc, topic, slot string)
+type rawPeer func(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (p *proc, topic, slot string)
 
 // rawResult is one tool's figures on the raw-stream workload.
 type rawResult struct {
@@ -87,7 +87,7 @@ func BenchmarkPeersRawStream(b *testing.B) {
 	rows := envInt("DECANT_BENCH_PEER_ROWS", 200000)
 	rows -= rows % 10
 	rate, secs := envInt("DECANT_BENCH_PEER_RAW_RATE", 50), envInt("DECANT_BENCH_PEER_RAW_SECONDS", 40)
-	k := e2etest.Kafka(b)
+	k := testenv.Kafka(b)
 	install(b, "debezium.sh")
 	dec := runRaw(b, k, "decant", rows, rate, secs, startDecantStream)
 	dbz := runRaw(b, k, "debezium", rows, rate, secs, startDebezium)
@@ -120,10 +120,10 @@ func BenchmarkPeersRawStream(b *testing.B) {
 }
 
 // runRaw measures one tool on a fresh database.
-func runRaw(b *testing.B, k *e2etest.KafkaEnv, name string, rows, rate, secs int, start rawPeer) rawResult {
+func runRaw(b *testing.B, k *testenv.KafkaEnv, name string, rows, rate, secs int, start rawPeer) rawResult {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
-	pg := e2etest.Postgres(b)
+	ctx := testenv.Ctx(b)
+	pg := testenv.Postgres(b)
 	pg.Exec(b, rawSchema)
 	dir := filepath.Join(b.TempDir(), name)
 	p, topic, slot := start(b, pg, k, dir)
@@ -189,9 +189,9 @@ func runRaw(b *testing.B, k *e2etest.KafkaEnv, name string, rows, rate, secs int
 // rawFreshness inserts n rows, one per transaction, at rate per second and
 // returns each row's delay from its commit to its record being fetched from
 // topic, and the tool's and the database's CPU seconds meanwhile.
-func rawFreshness(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, p *proc, topic string, n, rate int) (latencies, float64, float64) {
+func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, topic string, n, rate int) (latencies, float64, float64) {
 	b.Helper()
-	ctx := e2etest.Ctx(b)
+	ctx := testenv.Ctx(b)
 	ends, err := k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
 		b.Fatal(err)
@@ -204,17 +204,14 @@ func rawFreshness(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, p *proc, to
 	}
 	defer cl.Close()
 
-	var mu sync.Mutex
-	seen, committed := make([]time.Time, n), make([]time.Time, n)
-	all := make(chan struct{})
+	f := newFreshness(n)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		got := 0
 		for cctx.Err() == nil {
 			fs := cl.PollFetches(cctx)
 			now := time.Now()
-			mu.Lock()
+			f.mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
 				var key struct {
 					ID int64 `json:"id"`
@@ -222,82 +219,48 @@ func rawFreshness(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, p *proc, to
 				if json.Unmarshal(r.Key, &key) != nil || key.ID < freshBase || key.ID >= freshBase+int64(n) {
 					return
 				}
-				if i := key.ID - freshBase; seen[i].IsZero() {
-					seen[i] = now
-					got++
-				}
+				f.seen(int(key.ID-freshBase), now)
 			})
-			mu.Unlock()
-			if got == n {
-				close(all)
-				return
-			}
+			f.mu.Unlock()
 		}
 	}()
 	// Let the consumer connect before the clock matters.
 	time.Sleep(time.Second)
-	w := writer(b, pg)
-	cpu0, db0 := p.cpu(), dbCPU(b, pg)
-	schedule(ctx, b, n, rate, func(i int) error {
-		_, err := w.Exec(ctx, `INSERT INTO orders VALUES ($1, 7, 19.90, 'fresh', now())`, freshBase+i)
-		mu.Lock()
-		committed[i] = time.Now()
-		mu.Unlock()
-		return err
-	})
-	select {
-	case <-all:
-	case <-time.After(3 * time.Minute):
-		mu.Lock()
-		missing := 0
-		for _, s := range seen {
-			if s.IsZero() {
-				missing++
-			}
-		}
-		mu.Unlock()
-		b.Fatalf("%d of %d fresh rows never reached %s\n%s", missing, n, topic, p.tail())
-	}
-	cpu, db := p.cpu()-cpu0, dbCPUSince(b, pg, db0)
-	mu.Lock()
-	defer mu.Unlock()
-	lat := make(latencies, n)
-	for i := range lat {
-		// The record can be fetched a moment before the client hears the
-		// COMMIT's answer: that counts as no delay.
-		lat[i] = max(0, seen[i].Sub(committed[i]))
-	}
-	return lat, cpu, db
+	return f.measure(ctx, b, pg, p, rate, 3*time.Minute, "reached "+topic,
+		func(w *pgxpool.Pool, i int) error {
+			_, err := w.Exec(ctx, `INSERT INTO orders VALUES ($1, 7, 19.90, 'fresh', now())`, freshBase+i)
+			return err
+		}, nil)
 }
 
 // startDecantStream runs `decant stream` (snapshot_mode never) on the
 // orders table.
-func startDecantStream(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (*proc, string, string) {
+func startDecantStream(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (*proc, string, string) {
 	prefix := k.Prefix + ".decant"
-	writeFile(b, filepath.Join(dir, "orders.yaml"), template(b, "decant/orders.yaml", nil))
-	cfg := writeFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
+	testenv.WriteFile(b, filepath.Join(dir, "orders.yaml"), template(b, "decant/orders.yaml", nil))
+	cfg := testenv.WriteFile(b, filepath.Join(dir, "decant.yaml"), template(b, "decant/decant.yaml", map[string]string{
 		"DSN": pg.DSN, "SLOT": "decant_raw", "BROKERS": strings.Join(k.Brokers, ", "), "TOPIC_PREFIX": prefix,
-		"PARTITIONS": "6", "ES_URL": e2etest.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
+		"PARTITIONS": "6", "ES_URL": testenv.ESURL(), "MAPPING": "orders.yaml", "SNAPSHOT_MODE": "never",
 	}))
-	p := startProc(b, dir, "decant-stream", nil, decantBin(b), "stream", "--config", cfg)
+	p := startProc(b, dir, "decant-stream", testenv.DecantCmd(b, nil, "stream", "--config", cfg))
 	return p, wire.RawTopic(prefix, "public", "orders"), "decant_raw"
 }
 
 // startDebezium runs the Debezium PostgreSQL connector on a Kafka Connect
 // standalone worker (e2e/peers/debezium.sh run).
-func startDebezium(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string) (*proc, string, string) {
+func startDebezium(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, dir string) (*proc, string, string) {
 	u, err := url.Parse(pg.DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
 	prefix := k.Prefix + ".dbz"
 	vars := map[string]string{
-		"BROKERS": strings.Join(k.Brokers, ","), "DIR": dir, "REST_PORT": fmt.Sprint(freePort(b)),
+		"BROKERS": strings.Join(k.Brokers, ","), "DIR": dir, "REST_PORT": freePortNumber(b),
 		"NAME": "bench-" + pg.Name, "PG_HOST": u.Hostname(), "PG_PORT": u.Port(), "PG_USER": u.User.Username(),
 		"PG_DATABASE": strings.TrimPrefix(u.Path, "/"), "TOPIC_PREFIX": prefix, "SLOT": "dbz_raw",
 		"PUBLICATION": "dbz", "PARTITIONS": "6",
 	}
-	worker := writeFile(b, filepath.Join(dir, "worker.properties"), template(b, "debezium/worker.properties", vars))
+	worker := testenv.WriteFile(b, filepath.Join(dir, "worker.properties"), template(b, "debezium/worker.properties", vars))
 	props := template(b, "debezium/connector.properties", vars)
 	for kv := range strings.SplitSeq(os.Getenv("DECANT_BENCH_DEBEZIUM_PROPS"), ";") {
 		if kv = strings.TrimSpace(kv); kv != "" {
@@ -305,7 +268,7 @@ func startDebezium(b *testing.B, pg *e2etest.PG, k *e2etest.KafkaEnv, dir string
 			b.Logf("debezium: added %s to connector.properties", kv)
 		}
 	}
-	conn := writeFile(b, filepath.Join(dir, "connector.properties"), props)
-	p := startProc(b, dir, "debezium", nil, "bash", filepath.Join(repoRoot(), "e2e", "peers", "debezium.sh"), "run", worker, conn)
+	conn := testenv.WriteFile(b, filepath.Join(dir, "connector.properties"), props)
+	p := startProc(b, dir, "debezium", command(nil, "bash", filepath.Join(testenv.RepoRoot(), "e2e", "peers", "debezium.sh"), "run", worker, conn))
 	return p, prefix + ".public.orders", "dbz_raw"
 }

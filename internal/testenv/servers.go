@@ -1,4 +1,4 @@
-package e2etest
+package testenv
 
 import (
 	"context"
@@ -188,6 +188,70 @@ func Kafka(t testing.TB) *KafkaEnv {
 	return k
 }
 
+// Records reads every record of topic, from its start offsets to its end
+// offsets at the time of the call (see ReadTopic), within a minute.
+func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs, err := ReadTopic(ctx, k.Admin, k.Brokers, topic)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return recs
+}
+
+// ReadTopic reads every record of topic, from its start offsets to the end
+// offsets it lists first; the records of a partition are in offset order.
+// Fetch errors are retried by the client until ctx ends.
+func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic string) ([]*kgo.Record, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	parts := map[int32]kgo.Offset{}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
+			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s: %w (partitions left: %v)", topic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			out = append(out, r)
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
 // ESEnv is an index prefix and a client for one test.
 type ESEnv struct {
 	URL    string
@@ -226,6 +290,12 @@ func Elasticsearch(t testing.TB) *ESEnv {
 // reported with the failure.
 func WaitFor(t testing.TB, reason string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
+	WaitEvery(t, reason, timeout, 100*time.Millisecond, cond)
+}
+
+// WaitEvery is WaitFor polling every interval.
+func WaitEvery(t testing.TB, reason string, timeout, interval time.Duration, cond func() (bool, error)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
@@ -237,6 +307,6 @@ func WaitFor(t testing.TB, reason string, timeout time.Duration, cond func() (bo
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, reason, lastErr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }

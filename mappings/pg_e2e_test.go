@@ -4,7 +4,6 @@ package mappings
 // with -short, and fail under CI=true when the server is unreachable.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,13 +13,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // sampleDB creates a fresh database and runs testdata/<file>.
-func sampleDB(t *testing.T, file string) *e2etest.PG {
+func sampleDB(t *testing.T, file string) *testenv.PG {
 	t.Helper()
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	sql, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +28,7 @@ func sampleDB(t *testing.T, file string) *e2etest.PG {
 	return pg
 }
 
-func readCatalog(t *testing.T, pg *e2etest.PG) *Catalog {
+func readCatalog(t *testing.T, pg *testenv.PG) *Catalog {
 	t.Helper()
 	cat, err := ReadCatalog(context.Background(), pg.Pool)
 	if err != nil {
@@ -39,7 +38,7 @@ func readCatalog(t *testing.T, pg *e2etest.PG) *Catalog {
 }
 
 // rootIDs returns every id of a's root table, plus one that does not exist.
-func rootIDs(t *testing.T, pg *e2etest.PG, a *Aggregate, missing []json.RawMessage) [][]json.RawMessage {
+func rootIDs(t *testing.T, pg *testenv.PG, a *Aggregate, missing []json.RawMessage) [][]json.RawMessage {
 	t.Helper()
 	var sel []string
 	for _, c := range a.ID {
@@ -70,7 +69,7 @@ func rootIDs(t *testing.T, pg *e2etest.PG, a *Aggregate, missing []json.RawMessa
 
 // build runs a's build statement and returns docs keyed by the id as a
 // JSON array, decoded with exact numbers.
-func build(t *testing.T, pg *e2etest.PG, a *Aggregate, ids [][]json.RawMessage) map[string]any {
+func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]any {
 	t.Helper()
 	args, err := a.Build.Args(ids)
 	if err != nil {
@@ -91,7 +90,7 @@ func build(t *testing.T, pg *e2etest.PG, a *Aggregate, ids [][]json.RawMessage) 
 		for _, r := range raw[:len(a.ID)] {
 			key = append(key, string(jsonbText(r)))
 		}
-		docs["["+strings.Join(key, ",")+"]"] = decodeExact(t, jsonbText(raw[len(a.ID)]))
+		docs["["+strings.Join(key, ",")+"]"] = testenv.DecodeExact(t, jsonbText(raw[len(a.ID)]))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("build %s: %v", a.Name, err)
@@ -105,17 +104,6 @@ func jsonbText(b []byte) []byte {
 		return b[1:]
 	}
 	return b
-}
-
-func decodeExact(t *testing.T, b []byte) any {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
-	}
-	return v
 }
 
 func raws(vals ...string) []json.RawMessage {
@@ -164,7 +152,7 @@ func TestPGBuildRelationKinds(t *testing.T) {
 
 // lookup runs a route's lookup (or returns From as the id when direct) and
 // returns the ids as sorted JSON arrays.
-func lookupIDs(t *testing.T, pg *e2etest.PG, r *Route, keys ...[]json.RawMessage) []string {
+func lookupIDs(t *testing.T, pg *testenv.PG, r *Route, keys ...[]json.RawMessage) []string {
 	t.Helper()
 	var out []string
 	if r.Lookup == nil {
@@ -205,7 +193,7 @@ func TestPGRouteLookups(t *testing.T) {
 	kindsModel := mustBind(t, readCatalog(t, kinds), kindsMapping)
 	tests := []struct {
 		model *Model
-		pg    *e2etest.PG
+		pg    *testenv.PG
 		path  string
 		keys  [][]json.RawMessage // From values: before or after images
 		want  []string
@@ -271,7 +259,7 @@ CREATE TABLE typed (id posint PRIMARY KEY, m mood, tags text[], v varchar(20), n
 // text verbatim: json columns must still come out as to_jsonb gives them
 // (duplicate keys dropped), like every other value.
 func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
-	pg := e2etest.Postgres(t)
+	pg := testenv.Postgres(t)
 	pg.Exec(t, `CREATE TABLE docs (id int PRIMARY KEY, j json, ja json[], jb jsonb, n numeric, t timestamptz, tags text[]);
 		INSERT INTO docs VALUES (1, '{"a" : 1, "a" : 2,  "b":[1,  2]}', ARRAY['{"x":1,"x":3}'::json, 'null'], '{"c": 1.50}', 1.50, '2026-11-30 01:02:03.5+00', '{p,NULL,"b c"}'),
 		                        (2, NULL, NULL, NULL, 'NaN', NULL, '{}')`)
@@ -283,7 +271,7 @@ func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
 		if err := pg.Pool.QueryRow(context.Background(), `SELECT to_jsonb(d)::text FROM docs d WHERE id = $1`, id).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
-		if got, w := docs["["+id+"]"], decodeExact(t, want); !reflect.DeepEqual(got, w) {
+		if got, w := docs["["+id+"]"], testenv.DecodeExact(t, want); !reflect.DeepEqual(got, w) {
 			t.Errorf("doc %s = %v, want to_jsonb's %v", id, got, w)
 		}
 	}
