@@ -565,11 +565,17 @@ type freshProc struct {
 // variables that name no key.
 func freshStart(tb testing.TB, bin, config, logPath string) *freshProc {
 	tb.Helper()
+	return freshStartCmd(tb, bin, logPath, "run", "--config", config)
+}
+
+// freshStartCmd starts `decant <args…>` (any subcommand) like freshStart.
+func freshStartCmd(tb testing.TB, bin, logPath string, args ...string) *freshProc {
+	tb.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--config", config)
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DECANT_") || strings.HasPrefix(kv, "DECANT_TEST_") {
 			cmd.Env = append(cmd.Env, kv)
