@@ -7,7 +7,7 @@ E2E_TIMEOUT ?= 25m
 
 export DECANT_INFRA_DIR ?= /tmp/decant-infra
 
-.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream bench-index bench-backfill bench-peers test-heavy chaos fuzz vet clean help
+.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream bench-index bench-backfill bench-docs bench-peers test-heavy chaos fuzz vet clean help
 
 all: build
 
@@ -77,10 +77,14 @@ bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ d
 bench-freshness: ## decant run: max change rate, commit → searchable p50/p99 at half of it, CPU and peak RSS
 	set -o pipefail; $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkFreshness$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
+bench-docs: ## documents on the demo shop: initial load, live backlog, Kafka sink only, each ÷ its ceiling (DECANT_BENCH_DOCS_CUSTOMERS 100000, DECANT_BENCH_LIVE_CHANGES 40000)
+	set -o pipefail; DECANT_BENCH_DOCS_CUSTOMERS=$${DECANT_BENCH_DOCS_CUSTOMERS:-100000} DECANT_BENCH_LIVE_CHANGES=$${DECANT_BENCH_LIVE_CHANGES:-40000} \
+		$(BENCH_TEST) -benchtime=1x -bench '^Benchmark(InitialLoad|LiveBacklog|KafkaSinkOnly)$$' -timeout 120m ./e2e | $(BENCH_SHOW)
+
 bench: ## every benchmark on one set of servers, then the table and bench-report.json (BENCH_REPORT)
 	@$(MAKE) --no-print-directory infra-up
 	@rm -f $(BENCH_LOG); status=0; \
-	for t in bench-stream bench-build bench-index bench-backfill bench-freshness; do \
+	for t in bench-stream bench-build bench-index bench-backfill bench-freshness bench-docs; do \
 		$(MAKE) --no-print-directory $$t || status=1; \
 	done; \
 	echo; $(GO) run ./e2e/benchreport -json $(BENCH_REPORT) $(BENCH_LOG) || status=1; \

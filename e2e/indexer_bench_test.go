@@ -26,7 +26,13 @@ func idxDirectBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, doc
 	// As many requests in flight as the build stage's 4 workers have
 	// (esutil's default is one per CPU): with fewer, Elasticsearch waited
 	// between requests and decant's sink was faster than its "ceiling".
-	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: 5 << 20, NumWorkers: 4})
+	return idxBulkLoad(ctx, es, index, docs, 5<<20, 4)
+}
+
+// idxBulkLoad is idxDirectBulkLoad with requests of flushBytes and
+// workers requests in flight (the grid of the documents benchmarks).
+func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int) error {
+	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: flushBytes, NumWorkers: workers})
 	if err != nil {
 		return err
 	}

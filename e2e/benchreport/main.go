@@ -125,7 +125,7 @@ func ratioRowKey(stageName, workload, unit, ceilingName, decantKey, ceilingKey, 
 
 // count is the size of a benchmark's workload.
 func count(l line) string {
-	for _, k := range []string{"rows", "aggregates", "docs"} {
+	for _, k := range []string{"rows", "aggregates", "docs", "changes"} {
 		if v, ok := l.Values[k]; ok {
 			return human(v)
 		}
@@ -173,6 +173,9 @@ var stages = []stage{
 			{Stage: "peak RSS", Workload: "decant run, whole benchmark", Decant: l.Values["peak_rss"], Unit: "MB"},
 		}
 	}},
+	{"initial load", "initial load", ratioRow("initial load", "decant run from nothing, %s documents (demo shop)", "docs/s", "raw snapshot ‖ direct _bulk load, best of grid", "decant", "ceiling")},
+	{"live backlog", "live backlog", ratioRow("live backlog", "%s changes to distinct documents, decant paused then resumed", "docs/s", "direct _bulk load, best of grid", "decant", "direct_bulk")},
+	{"kafka sink only", "initial load, Kafka sink only", ratioRow("initial load, Kafka sink only", "decant run from nothing, %s documents, elasticsearch.urls: []", "docs/s", "COPY (build SQL) TO STDOUT, 4 connections", "decant", "copy")},
 }
 
 func main() {

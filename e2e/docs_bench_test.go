@@ -1,0 +1,799 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/client"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// The documents benchmarks (issue 14) measure what users come for — the
+// documents — on the demo shop (examples/shop) scaled to N customers:
+// `decant run` from nothing (BenchmarkInitialLoad), a backlog of live
+// changes (BenchmarkLiveBacklog) and the initial load with the Kafka sink
+// only (BenchmarkKafkaSinkOnly), each next to its ceiling measured in the
+// same run on the same data. decant runs as a child process, as users run
+// it. DECANT_BENCH_DOCS_CUSTOMERS sets N (default 5000; `make bench` uses
+// 100000), DECANT_BENCH_DOCS_LOG keeps decant's log in that file.
+//
+//	DECANT_BENCH_DOCS_CUSTOMERS=100000 go test ./e2e -run '^$' -bench '^BenchmarkInitialLoad$' -benchtime 1x -timeout 60m
+
+// docsDataSQL fills the demo schema with the ratios of
+// examples/shop/schema.sql for {N} customers: 0.8 addresses and 3 orders
+// per customer, 1–4 lines per order (2.5 on average), 500 products, 5 tags.
+const docsDataSQL = `
+INSERT INTO addresses (street, city, country)
+SELECT g || ' Market Street', (ARRAY['Berlin','Paris','Lisbon','Oslo','Rome','Madrid','Vienna','Dublin'])[1 + g % 8],
+       (ARRAY['DE','FR','PT','NO','IT','ES','AT','IE'])[1 + g % 8]
+FROM generate_series(1, {A}) g;
+
+INSERT INTO customers (name, email, address_id, created_at)
+SELECT (ARRAY['Ada','Grace','Alan','Edsger','Barbara','Donald','Frances','Ken','Margaret','Niklaus'])[1 + g % 10] || ' ' ||
+       (ARRAY['Lovelace','Hopper','Turing','Dijkstra','Liskov','Knuth','Allen','Thompson','Hamilton','Wirth'])[1 + (g / 10) % 10],
+       'customer' || g || '@example.com',
+       CASE WHEN g % 5 = 0 THEN NULL ELSE 1 + g % {A} END,
+       '2026-01-01'::timestamptz + g * interval '37 minutes'
+FROM generate_series(1, {N}) g;
+
+INSERT INTO products (sku, title, price)
+SELECT 'SKU-' || lpad(g::text, 5, '0'),
+       (ARRAY['Espresso machine','Grinder','Kettle','Teapot','Mug','Scale','Filter papers','Beans'])[1 + g % 8] || ' ' || g,
+       round((5 + (g * 7919) % 300)::numeric, 2)
+FROM generate_series(1, 500) g;
+
+INSERT INTO orders (customer_id, status, placed_at)
+SELECT 1 + g % {N}, (ARRAY['placed','paid','shipped','delivered'])[1 + g % 4],
+       '2026-06-01'::timestamptz + g * interval '11 minutes'
+FROM generate_series(1, {O}) g;
+
+INSERT INTO order_lines (order_id, line_no, product_id, quantity)
+SELECT o.id, l, 1 + (o.id * 31 + l * 17) % 500, 1 + (o.id + l) % 3
+FROM orders o, generate_series(1, 1 + o.id % 4) l;
+
+UPDATE orders o SET total = s.total
+FROM (SELECT ol.order_id, sum(ol.quantity * p.price) AS total
+      FROM order_lines ol JOIN products p ON p.id = ol.product_id GROUP BY 1) s
+WHERE s.order_id = o.id;
+
+INSERT INTO tags (name) VALUES ('vip'), ('eu'), ('newsletter'), ('wholesale'), ('returning');
+INSERT INTO customer_tags (customer_id, tag_id)
+SELECT c.id, t.id FROM customers c JOIN tags t ON (c.id + t.id * 3) % 7 = 0;
+`
+
+// docsTables are the demo's tables, all published (the mapping uses each).
+var docsTables = []string{"addresses", "customers", "products", "orders", "order_lines", "tags", "customer_tags"}
+
+// docsRepoFile reads a file of the repository, path relative to its root.
+func docsRepoFile(tb testing.TB, path string) string {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", path))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// docsSeed creates the demo schema (the DDL of examples/shop/schema.sql),
+// fills it for n customers, vacuums, analyzes and checkpoints, and returns
+// the number of rows in the published tables.
+func docsSeed(tb testing.TB, pg *testenv.PG, n int) int64 {
+	tb.Helper()
+	schema := docsRepoFile(tb, "examples/shop/schema.sql")
+	ddl, _, ok := strings.Cut(schema, "\nINSERT INTO")
+	if !ok {
+		tb.Fatal("examples/shop/schema.sql: no INSERT after the DDL")
+	}
+	started := time.Now()
+	pg.Exec(tb, ddl)
+	pg.Exec(tb, strings.NewReplacer("{N}", strconv.Itoa(n), "{A}", strconv.Itoa(max(1, n*8/10)), "{O}", strconv.Itoa(3*n)).Replace(docsDataSQL))
+	// Vacuumed and checkpointed now, so that autovacuum and the
+	// checkpointer do not work on the new rows during a timed run.
+	pg.Exec(tb, "VACUUM ANALYZE")
+	pg.Exec(tb, "CHECKPOINT")
+	var rows int64
+	for _, t := range docsTables {
+		var c int64
+		if err := pg.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+t).Scan(&c); err != nil {
+			tb.Fatal(err)
+		}
+		rows += c
+	}
+	tb.Logf("seeded the demo shop with %d customers: %d rows in %s", n, rows, time.Since(started).Round(time.Millisecond))
+	return rows
+}
+
+// docsBench is one documents benchmark's servers, decant binary, working
+// directory and mapping.
+type docsBench struct {
+	n       int
+	rows    int64 // source rows in the published tables
+	pg      *testenv.PG
+	k       *testenv.KafkaEnv
+	es      *testenv.ESEnv
+	bin     string
+	dir     string
+	alias   string
+	mapping string
+	agg     *mappings.Aggregate
+}
+
+// docsSetup seeds n customers and writes examples/shop/mappings/shop.yaml
+// with a unique alias into a working directory.
+func docsSetup(b *testing.B, n int) *docsBench {
+	b.Helper()
+	d := &docsBench{n: n, pg: testenv.Postgres(b), k: testenv.Kafka(b), es: testenv.Elasticsearch(b), dir: b.TempDir()}
+	d.bin = testenv.Decant(b)
+	d.rows = docsSeed(b, d.pg, n)
+	d.alias = d.es.Prefix + "-customer"
+	shop := docsRepoFile(b, "examples/shop/mappings/shop.yaml")
+	d.mapping = strings.Replace(shop, "\n    elasticsearch:\n", "\n    elasticsearch:\n      index: "+d.alias+"\n", 1)
+	if d.mapping == shop {
+		b.Fatal("examples/shop/mappings/shop.yaml: no `    elasticsearch:` block to name the index in")
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, "mappings"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, "mappings", "shop.yaml"), []byte(d.mapping), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d.agg = benchModel(b, d.pg, d.mapping).Aggregate("customer")
+	return d
+}
+
+// config writes a decant config named name for a new slot and the topic
+// prefix prefix; esURL "" turns the Elasticsearch sink off, listen "" the
+// HTTP port.
+func (d *docsBench) config(b *testing.B, name, prefix, esURL, listen string) string {
+	b.Helper()
+	urls := "[]"
+	if esURL != "" {
+		urls = "[" + esURL + "]"
+	}
+	path := filepath.Join(d.dir, name)
+	if err := os.WriteFile(path, fmt.Appendf(nil, `postgres:
+  dsn: %s
+  slot: decant_%s
+kafka:
+  brokers: [%s]
+  topic_prefix: %s
+elasticsearch:
+  urls: %s
+mappings: [mappings/*.yaml]
+http:
+  listen: %q
+`, d.pg.DSN, testenv.Suffix(), strings.Join(d.k.Brokers, ","), prefix, urls, listen), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// logPath is where a child process named name logs: DECANT_BENCH_DOCS_LOG
+// (suffixed with name) or the working directory.
+func (d *docsBench) logPath(name string) string {
+	if v := os.Getenv("DECANT_BENCH_DOCS_LOG"); v != "" {
+		return v + "." + name
+	}
+	return filepath.Join(d.dir, name+".log")
+}
+
+// docsSnapshotDone is the streamer's log message once every snapshot row
+// is acknowledged by Kafka.
+const docsSnapshotDone = "initial snapshot complete"
+
+var docsTook = regexp.MustCompile(`took=(\S+)`)
+
+// docsLogged returns the first line of p's log containing msg, or "".
+func docsLogged(p *testenv.Proc, msg string) string {
+	b := []byte(p.Output())
+	i := bytes.Index(b, []byte(msg))
+	if i < 0 {
+		return ""
+	}
+	line := b[bytes.LastIndexByte(b[:i], '\n')+1:]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	return string(line)
+}
+
+// docsSnapshotTook returns the took= of the streamer's snapshot-complete
+// line, 0 when absent.
+func docsSnapshotTook(p *testenv.Proc) time.Duration {
+	m := docsTook.FindStringSubmatch(docsLogged(p, docsSnapshotDone))
+	if m == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(m[1])
+	return d
+}
+
+var docsTime = regexp.MustCompile(`^time=(\S+)`)
+
+// docsLoggedSince returns how long after start p logged msg first (from
+// the line's time=), 0 when it did not.
+func docsLoggedSince(p *testenv.Proc, msg string, start time.Time) time.Duration {
+	m := docsTime.FindStringSubmatch(docsLogged(p, msg))
+	if m == nil {
+		return 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		return 0
+	}
+	return t.Sub(start)
+}
+
+// docsSlotCreated is the streamer's log message once its slot exists:
+// creating a slot waits for every transaction running on the server to
+// end, which on a shared server can take seconds.
+const docsSlotCreated = "created replication slot"
+
+// docsLag returns how many records of topics group has not committed
+// (a partition without a commit counts whole). A topic that does not exist
+// yet is an error.
+func docsLag(ctx context.Context, adm *kadm.Client, group string, topics ...string) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	if err := ends.Error(); err != nil {
+		return 0, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			at = c.At
+		}
+		lag += max(0, o.Offset-at)
+	})
+	return lag, nil
+}
+
+// docsEndOffsets returns the sum of the end offsets of topics.
+func docsEndOffsets(ctx context.Context, adm *kadm.Client, topics ...string) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	if err := ends.Error(); err != nil {
+		return 0, err
+	}
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum, nil
+}
+
+// docsRawTopics returns the raw topics of prefix.
+func docsRawTopics(prefix string) []string {
+	ts := make([]string, len(docsTables))
+	for i, t := range docsTables {
+		ts[i] = wire.RawTopic(prefix, "public", t)
+	}
+	return ts
+}
+
+// waitLoaded waits until decant run (run, on topic prefix d.k.Prefix) has
+// finished its initial load: the streamer logged its snapshot complete,
+// the map group has committed every raw record, the build group every
+// ref, and then docsReady (the sink's own check) holds.
+func (d *docsBench) waitLoaded(b *testing.B, run *testenv.Proc, docsReady func() (bool, error)) {
+	b.Helper()
+	ctx := testenv.Ctx(b)
+	prefix := d.k.Prefix
+	refs := wire.RefsTopic(prefix, "customer")
+	testenv.WaitFor(b, fmt.Sprintf("decant run's initial load of %d documents", d.n), 60*time.Minute, func() (bool, error) {
+		if run.Exited() {
+			b.Fatalf("decant run exited; log:\n%s", run.Tail(40))
+		}
+		if docsLogged(run, docsSnapshotDone) == "" {
+			return false, fmt.Errorf("no %q in the log yet", docsSnapshotDone)
+		}
+		if lag, err := docsLag(ctx, d.k.Admin, prefix+".map", docsRawTopics(prefix)...); err != nil || lag > 0 {
+			return false, fmt.Errorf("map group: lag %d (%v)", lag, err)
+		}
+		if lag, err := docsLag(ctx, d.k.Admin, prefix+".build", refs); err != nil || lag > 0 {
+			return false, fmt.Errorf("build group: lag %d (%v)", lag, err)
+		}
+		return docsReady()
+	})
+}
+
+// docsExport reads the documents of alias matching query (a JSON query
+// clause), sorted by id, and fails unless there are want of them.
+func docsExport(ctx context.Context, es *testenv.ESEnv, alias, query string, want int) ([]wire.Document, error) {
+	const page = 5000
+	docs := make([]wire.Document, 0, want)
+	var after json.RawMessage
+	for {
+		body := map[string]any{"size": page, "query": json.RawMessage(query), "sort": []any{map[string]any{"id": "asc"}}}
+		if after != nil {
+			body["search_after"] = after
+		}
+		bb, _ := json.Marshal(body)
+		res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(bb)}.Do(ctx, es.Client)
+		if err != nil {
+			return nil, err
+		}
+		var sr struct {
+			Hits struct {
+				Hits []struct {
+					ID     string          `json:"_id"`
+					Source json.RawMessage `json:"_source"`
+					Sort   json.RawMessage `json:"sort"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		if res.IsError() {
+			res.Body.Close()
+			return nil, fmt.Errorf("export %s: %s", alias, res.String())
+		}
+		err = json.NewDecoder(res.Body).Decode(&sr)
+		res.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("export %s: %w", alias, err)
+		}
+		for _, h := range sr.Hits.Hits {
+			docs = append(docs, wire.Document{Aggregate: "customer", ID: json.RawMessage(`{"id":` + h.ID + `}`), Version: 1, Doc: wire.AppendCompact(nil, h.Source)})
+		}
+		if len(sr.Hits.Hits) < page {
+			break
+		}
+		after = sr.Hits.Hits[len(sr.Hits.Hits)-1].Sort
+	}
+	if len(docs) != want {
+		return nil, fmt.Errorf("export %s: %d documents match %s, want %d", alias, len(docs), query, want)
+	}
+	return docs, nil
+}
+
+// docsBulk is one direct bulk load: requests of mb MB, workers in flight.
+type docsBulk struct {
+	mb, workers int
+	took        time.Duration
+}
+
+func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
+
+// freshIndex creates a new index with the aggregate's settings and
+// mappings behind an alias named name, and returns the concrete index.
+func (d *docsBench) freshIndex(b *testing.B, name string) string {
+	b.Helper()
+	spec := indexer.SpecFor(d.agg, true)
+	spec.Alias = name
+	index, err := indexer.EnsureIndex(testenv.Ctx(b), d.es.Client, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return index
+}
+
+func (d *docsBench) deleteIndex(b *testing.B, index string) {
+	b.Helper()
+	res, err := esapi.IndicesDeleteRequest{Index: []string{index}}.Do(testenv.Ctx(b), d.es.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Body.Close()
+}
+
+// bulkGrid loads docs into a fresh index (same settings and mappings as
+// decant's) once per cell of the grid — requests of 1, 5 and 10 MB × 2,
+// 4 and 8 in flight — each after Elasticsearch is flushed and done merging,
+// and returns the fastest: the direct load's ceiling.
+func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document) (best docsBulk, grid []docsBulk) {
+	b.Helper()
+	ctx := testenv.Ctx(b)
+	for _, mb := range []int{1, 5, 10} {
+		for _, w := range []int{2, 4, 8} {
+			index := d.freshIndex(b, fmt.Sprintf("%s-grid-%d-%d", d.es.Prefix, mb, w))
+			resWaitESQuiet(b, d.es)
+			start := time.Now()
+			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
+				b.Fatal(err)
+			}
+			l := docsBulk{mb, w, time.Since(start)}
+			grid = append(grid, l)
+			if best.took == 0 || l.took < best.took {
+				best = l
+			}
+			d.deleteIndex(b, index)
+		}
+	}
+	var cells []string
+	for _, l := range grid {
+		cells = append(cells, fmt.Sprintf("%s %.2fs", l, l.took.Seconds()))
+	}
+	b.Logf("direct bulk load of %d documents: %s; best %s", len(docs), strings.Join(cells, ", "), best)
+	return best, grid
+}
+
+// BenchmarkInitialLoad times `decant run` from nothing — a new slot, new
+// topics, no index — on the demo shop scaled to N customers, until the
+// streamer's snapshot is complete, the map and build groups have nothing
+// left and Elasticsearch counts N documents behind the alias.
+//
+// The ceiling is measured in the same run on the same data, after decant
+// stopped: the streamer's raw snapshot of the same tables (`decant stream`
+// alone with a new slot and topic prefix, until it logs its snapshot
+// complete) and a direct bulk load of the same N documents (exported from
+// decant's index) into a fresh index with the same settings and mappings,
+// started together, side by side, until both are done. The bulk load uses
+// the fastest cell of a grid (requests of 1/5/10 MB × 2/4/8 in flight),
+// each cell first measured alone. ratio = ceiling seconds ÷ decant seconds.
+// It prints one line starting with "BENCH initial load".
+//
+//	DECANT_BENCH_DOCS_CUSTOMERS=100000 go test ./e2e -run '^$' -bench '^BenchmarkInitialLoad$' -benchtime 1x -timeout 60m
+func BenchmarkInitialLoad(b *testing.B) {
+	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
+	ctx := testenv.Ctx(b)
+	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, testenv.FreePort(b))
+	resWaitESQuiet(b, d.es)
+
+	start := time.Now()
+	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
+	d.waitLoaded(b, run, func() (bool, error) {
+		c, err := freshCount(ctx, d.es, d.alias, `{"match_all":{}}`)
+		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
+	})
+	took := time.Since(start)
+	cpu := freshCPU(b, run.Pid())
+	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
+	if code := run.Term(60 * time.Second); code != 0 {
+		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
+	}
+	docs, err := docsExport(ctx, d.es, d.alias, `{"match_all":{}}`, d.n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int
+	for i := range docs {
+		size += len(docs[i].Doc)
+	}
+
+	// The ceiling: first the grid alone, then the raw snapshot and the
+	// best bulk load side by side.
+	best, _ := d.bulkGrid(b, docs)
+	k2 := testenv.Kafka(b)
+	streamConfig := d.config(b, "stream.yaml", k2.Prefix, "", "")
+	// The raw topics and the state topic exist, compacted as the streamer
+	// creates them, before the clock starts: producing to a topic created
+	// a moment before can wait for a metadata refresh (up to 5 s, seen
+	// between the slot and the first snapshot row), which is not the
+	// snapshot's work and would lower the ceiling.
+	compact := "compact"
+	cleanup := map[string]*string{"cleanup.policy": &compact}
+	created, err := k2.Admin.CreateTopics(ctx, 6, 1, cleanup, docsRawTopics(k2.Prefix)...)
+	if err == nil {
+		err = created.Error()
+	}
+	if err == nil {
+		created, err = k2.Admin.CreateTopics(ctx, 1, 1, cleanup, wire.StateTopic(k2.Prefix))
+	}
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	index := d.freshIndex(b, d.es.Prefix+"-direct")
+	resWaitESQuiet(b, d.es)
+	var bulkTook, streamTook time.Duration
+	bulkDone := make(chan error, 1)
+	start = time.Now()
+	stream := testenv.Start(b, "decant stream", d.logPath("stream"), testenv.DecantCmd(b, nil, "stream", "--config", streamConfig))
+	go func() {
+		err := idxBulkLoad(ctx, d.es, index, docs, best.mb<<20, best.workers)
+		bulkTook = time.Since(start)
+		bulkDone <- err
+	}()
+	testenv.WaitFor(b, "decant stream's snapshot", 60*time.Minute, func() (bool, error) {
+		if stream.Exited() {
+			b.Fatalf("decant stream exited; log:\n%s", stream.Tail(40))
+		}
+		return docsLogged(stream, docsSnapshotDone) != "", fmt.Errorf("no %q in the log yet", docsSnapshotDone)
+	})
+	streamTook = time.Since(start)
+	streamSlot := docsLoggedSince(stream, docsSlotCreated, start)
+	if err := <-bulkDone; err != nil {
+		b.Fatal(err)
+	}
+	ceiling := max(streamTook, bulkTook)
+	if code := stream.Term(60 * time.Second); code != 0 {
+		b.Fatalf("decant stream exited %d after SIGTERM; log:\n%s", code, stream.Tail(40))
+	}
+	if got, err := docsEndOffsets(ctx, k2.Admin, docsRawTopics(k2.Prefix)...); err != nil || got < d.rows {
+		b.Fatalf("decant stream's raw topics hold %d records (%v), want at least %d", got, err, d.rows)
+	}
+	if c, err := freshCount(ctx, d.es, index, `{"match_all":{}}`); err != nil || c != d.n {
+		b.Fatalf("the direct load's index holds %d documents (%v), want %d", c, err, d.n)
+	}
+
+	ours, theirs := float64(d.n)/took.Seconds(), float64(d.n)/ceiling.Seconds()
+	b.ReportMetric(ours, "docs/s")
+	b.ReportMetric(theirs, "ceiling-docs/s")
+	b.ReportMetric(ours/theirs, "ratio")
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f\n",
+		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), best, ours/theirs, took.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
+		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds())
+}
+
+// docsLiveMark is the value the live changes write.
+const docsLiveMark = "livechanged"
+
+// BenchmarkLiveBacklog times a backlog of live changes through `decant
+// run`. After the initial load of N customers (not timed) decant is paused
+// with SIGSTOP while K single-row transactions (DECANT_BENCH_LIVE_CHANGES,
+// default 2000; `make bench` uses 40000; at most N) are committed from 8
+// connections, each changing a different document: change i sets the name
+// of customer i+1 when i is even, else the status of one of its orders.
+// The clock runs from SIGCONT to `/v1/wait?lsn=` (the LSN after the last
+// commit) returning; then both marks are counted in Elasticsearch.
+//
+// The ceiling is the direct bulk load of the same K documents, exported
+// from decant's index, into a fresh index with the same settings and
+// mappings, the fastest cell of the grid (requests of 1/5/10 MB × 2/4/8 in
+// flight). ratio = decant docs/s ÷ ceiling docs/s. It prints one line
+// starting with "BENCH live backlog".
+//
+//	DECANT_BENCH_DOCS_CUSTOMERS=100000 DECANT_BENCH_LIVE_CHANGES=40000 go test ./e2e -run '^$' -bench '^BenchmarkLiveBacklog$' -benchtime 1x -timeout 60m
+func BenchmarkLiveBacklog(b *testing.B) {
+	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
+	changes := min(d.n, benchEnvInt("DECANT_BENCH_LIVE_CHANGES", 2000))
+	ctx := testenv.Ctx(b)
+	addr := testenv.FreePort(b)
+	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, addr)
+	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
+	defer func() {
+		if !run.Exited() {
+			_ = run.Cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	d.waitLoaded(b, run, func() (bool, error) {
+		c, err := freshCount(ctx, d.es, d.alias, `{"match_all":{}}`)
+		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
+	})
+	cl := client.New("http://" + addr)
+	if err := cl.Wait(ctx, freshLSN(b, d.pg), 5*time.Minute); err != nil {
+		b.Fatalf("/v1/wait after the initial load: %v", err)
+	}
+	resWaitESQuiet(b, d.es)
+
+	pc, err := pgxpool.ParseConfig(d.pg.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if err := run.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		b.Fatal(err)
+	}
+	paused := time.Now()
+	if err := docsDriveChanges(ctx, pool, d.n, changes); err != nil {
+		b.Fatal(err)
+	}
+	lsn := freshLSN(b, d.pg)
+	if p := time.Since(paused); p > 40*time.Second {
+		b.Logf("warning: decant was paused for %s: near PostgreSQL's wal_sender_timeout (60s) and Kafka's session timeout", p.Round(time.Millisecond))
+	}
+	cpu0 := freshCPU(b, run.Pid())
+	start := time.Now()
+	if err := run.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		b.Fatal(err)
+	}
+	if err := cl.Wait(ctx, lsn, 30*time.Minute); err != nil {
+		b.Fatalf("/v1/wait?lsn=%s after %d changes: %v; log:\n%s", lsn, changes, err, run.Tail(40))
+	}
+	took := time.Since(start)
+	cpu := freshCPU(b, run.Pid()) - cpu0
+	names, err := freshCount(ctx, d.es, d.alias, `{"match":{"name":"`+docsLiveMark+`"}}`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	statuses, err := freshCount(ctx, d.es, d.alias, `{"nested":{"path":"orders","query":{"match":{"orders.status":"`+docsLiveMark+`"}}}}`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if names != (changes+1)/2 || statuses != changes/2 {
+		b.Fatalf("after /v1/wait, %d documents hold the new name and %d the new order status, want %d and %d", names, statuses, (changes+1)/2, changes/2)
+	}
+	if code := run.Term(60 * time.Second); code != 0 {
+		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
+	}
+
+	docs, err := docsExport(ctx, d.es, d.alias, fmt.Sprintf(`{"range":{"id":{"lte":%d}}}`, changes), changes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	best, _ := d.bulkGrid(b, docs)
+	ours, theirs := float64(changes)/took.Seconds(), float64(changes)/best.took.Seconds()
+	b.ReportMetric(ours, "docs/s")
+	b.ReportMetric(theirs, "direct-docs/s")
+	b.ReportMetric(ours/theirs, "ratio")
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s) ratio=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes\n",
+		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs, start.Sub(paused).Seconds(), cpu*1000/float64(changes))
+}
+
+// docsDriveChanges commits count single-row transactions from the pool's
+// connections: change i sets customers.name of customer i+1 when i is
+// even, else orders.status of an order of customer i+1 (order n+i, whose
+// customer_id is 1 + (n+i) mod n as seeded).
+func docsDriveChanges(ctx context.Context, pool *pgxpool.Pool, n, count int) error {
+	const workers = 8
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan int, 256)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				var err error
+				if i%2 == 0 {
+					_, err = pool.Exec(ctx, `UPDATE customers SET name = $1 WHERE id = $2`, docsLiveMark, i+1)
+				} else {
+					_, err = pool.Exec(ctx, `UPDATE orders SET status = $1 WHERE id = $2`, docsLiveMark, n+i)
+				}
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, fmt.Errorf("change %d: %w", i, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range count {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// BenchmarkKafkaSinkOnly times `decant run` from nothing with the
+// Elasticsearch sink off (`elasticsearch.urls: []`, aggregate topics
+// only) on the demo shop scaled to N customers, until the streamer's
+// snapshot is complete, the map and build groups have nothing left and
+// the aggregate topic holds a record for every customer (checked by
+// reading every key after the clock stops): decant's own pipeline, as it
+// is when Elasticsearch runs on other machines.
+//
+// The ceiling is PostgreSQL building the same documents: the aggregate's
+// Build statement for ids 1..N in batches of 500 as `COPY (…) TO STDOUT`
+// into io.Discard on 4 connections, as many as the build stage's workers
+// (buildCopyDrain). ratio = decant docs/s ÷ COPY docs/s. It prints one
+// line starting with "BENCH kafka sink only".
+//
+//	DECANT_BENCH_DOCS_CUSTOMERS=100000 go test ./e2e -run '^$' -bench '^BenchmarkKafkaSinkOnly$' -benchtime 1x -timeout 60m
+func BenchmarkKafkaSinkOnly(b *testing.B) {
+	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
+	ctx := testenv.Ctx(b)
+	config := d.config(b, "run.yaml", d.k.Prefix, "", testenv.FreePort(b))
+	topic := wire.AggTopic(d.k.Prefix, "customer")
+
+	start := time.Now()
+	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
+	d.waitLoaded(b, run, func() (bool, error) {
+		end, err := docsEndOffsets(ctx, d.k.Admin, topic)
+		return err == nil && end >= int64(d.n), fmt.Errorf("%s holds %d records (%v)", topic, end, err)
+	})
+	took := time.Since(start)
+	cpu := freshCPU(b, run.Pid())
+	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
+	if code := run.Term(60 * time.Second); code != 0 {
+		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
+	}
+	keys, records, err := docsDistinctKeys(ctx, d.k, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if keys != d.n {
+		b.Fatalf("%s holds %d distinct keys (%d records), want %d", topic, keys, records, d.n)
+	}
+
+	const batch, workers = 500, 4
+	var batches [][]json.RawMessage
+	for lo := 1; lo <= d.n; lo += batch {
+		var ids []json.RawMessage
+		for id := lo; id <= min(d.n, lo+batch-1); id++ {
+			ids = append(ids, json.RawMessage(`{"id":`+strconv.Itoa(id)+`}`))
+		}
+		batches = append(batches, ids)
+	}
+	copyTook, rows, err := buildCopyDrain(ctx, d.pg.DSN, d.agg, batches, workers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rows != int64(d.n) {
+		b.Fatalf("COPY drained %d rows, want %d", rows, d.n)
+	}
+	ours, theirs := float64(d.n)/took.Seconds(), float64(d.n)/copyTook.Seconds()
+	b.ReportMetric(ours, "docs/s")
+	b.ReportMetric(theirs, "copy-docs/s")
+	b.ReportMetric(ours/theirs, "ratio")
+	fmt.Printf("BENCH kafka sink only docs=%d source_rows=%d records=%d decant=%.0f docs/s (%.2fs) copy=%.0f docs/s (%.2fs, batches of %d on %d connections) ratio=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f\n",
+		d.n, d.rows, records, ours, took.Seconds(), theirs, copyTook.Seconds(), batch, workers, ours/theirs, slot.Seconds(), snapshot.Seconds(), cpu)
+}
+
+// docsDistinctKeys reads topic from its start to its current end offsets
+// and returns the number of distinct keys and of records.
+func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (int, int, error) {
+	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := ends.Error(); err != nil {
+		return 0, 0, err
+	}
+	from := map[int32]kgo.Offset{}
+	left := map[int32]int64{} // partition → end offset not reached yet
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			from[o.Partition] = kgo.NewOffset().AtStart()
+			left[o.Partition] = o.Offset
+		}
+	})
+	if len(left) == 0 {
+		return 0, 0, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	keys := map[string]struct{}{}
+	records := 0
+	for len(left) > 0 {
+		fs := cl.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			return 0, 0, fmt.Errorf("read %s: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = cmp.Or(ferr, err) })
+		if ferr != nil {
+			return 0, 0, fmt.Errorf("read %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			records++
+			keys[string(r.Key)] = struct{}{}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return len(keys), records, nil
+}
