@@ -24,8 +24,8 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/opsapi"
 )
 
 // freshMapping is the backfill benchmark's customer aggregate with a seq
@@ -132,7 +132,7 @@ streamer:
 			b.Errorf("decant run exited %d after SIGTERM; log:\n%s", code, run.tail(40))
 		}
 	}()
-	cl := client.New("http://" + addr)
+	cl := opsapi.NewClient("http://" + addr)
 	// The first start backfills every document: wait for all of them and
 	// for the slot to be past the seed.
 	e2etest.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {

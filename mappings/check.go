@@ -152,18 +152,10 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 			add(SeverityError, name, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, tn.Sanitize()),
 				"is not in publication %s: its changes would not be streamed", env.Publication)
 		}
-		if need := model.NeedsBeforeImage(tn); len(need) > 0 {
-			var lacking []string
-			for _, c := range need {
-				if !contains(t.IdentityColumns, c) {
-					lacking = append(lacking, c)
-				}
-			}
-			if len(lacking) > 0 {
-				add(SeverityError, name, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL;", tn.Sanitize()),
-					"resolution reads %s from the before image of updates and deletes, but replica identity %s does not carry %s",
-					strings.Join(need, ", "), identityName(t), strings.Join(lacking, ", "))
-			}
+		if need, lacking := beforeImageLacks(model, tn, t); len(lacking) > 0 {
+			add(SeverityError, name, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL;", tn.Sanitize()),
+				"resolution reads %s from the before image of updates and deletes, but replica identity %s does not carry %s",
+				strings.Join(need, ", "), identityName(t), strings.Join(lacking, ", "))
 		}
 	}
 	for _, ix := range model.lookupColumns() {
@@ -180,6 +172,41 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 	}
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Severity == SeverityError && ps[j].Severity != SeverityError })
 	return ps
+}
+
+// beforeImageLacks is the before-image rule: the columns resolution reads
+// from the before image of t's updates and deletes (need), and those of
+// them its replica identity does not carry (lacking). Without them, the
+// documents a row used to belong to would never be rebuilt (PRODUCT.md §4).
+func beforeImageLacks(model *Model, tn TableName, t *Table) (need, lacking []string) {
+	need = model.NeedsBeforeImage(tn)
+	for _, c := range need {
+		if !contains(t.IdentityColumns, c) {
+			lacking = append(lacking, c)
+		}
+	}
+	return need, lacking
+}
+
+// RequireBeforeImages is the map stage's start-up form of the before-image
+// rule Check reports: an error listing every table whose before image
+// lacks columns resolution needs, with the fix; nil when none does.
+func RequireBeforeImages(model *Model, cat *Catalog) error {
+	var problems []string
+	for _, tn := range model.Tables() {
+		t := cat.Table(tn)
+		if t == nil {
+			continue
+		}
+		if _, missing := beforeImageLacks(model, tn, t); len(missing) > 0 {
+			problems = append(problems, fmt.Sprintf("  table %s: updates and deletes do not carry %v in their before image; fix: ALTER TABLE %s REPLICA IDENTITY FULL;",
+				tn, missing, tn.Sanitize()))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the map stage cannot find the documents a changed row used to belong to:\n%s\n(decant check lists every problem)", strings.Join(problems, "\n"))
 }
 
 // BindProblems turns the ErrorList of Load or Bind into problems.

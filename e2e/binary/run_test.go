@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/e2e/e2etest"
+	"github.com/decant-cdc/decant/opsapi"
 )
 
 func heavy() bool { return os.Getenv("DECANT_HEAVY") == "1" }
@@ -42,7 +42,7 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
 	})
 	var total time.Duration
-	cl := client.New("http://" + addr)
+	cl := opsapi.NewClient("http://" + addr)
 	for i := 1; i <= iterations; i++ {
 		name := fmt.Sprintf("written-%d", i)
 		p.pg.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
@@ -68,7 +68,7 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 	if code != 408 {
 		t.Fatalf("/v1/wait for a future LSN: status %d, want 408", code)
 	}
-	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != client.ErrTimeout {
+	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != opsapi.ErrTimeout {
 		t.Fatalf("client.Wait for a future LSN: %v, want ErrTimeout", err)
 	}
 	if code, body, _ := get("http://" + addr + "/v1/wait?lsn=nonsense"); code != 400 || !strings.Contains(body, "pg_current_wal_lsn") {
