@@ -15,12 +15,12 @@ type Config struct {
 	Elasticsearch Elasticsearch `yaml:"elasticsearch"`
 	// Mappings lists the mapping files (globs allowed), relative to the
 	// config file. Default: ["mappings/*.yaml"].
-	Mappings []string  `yaml:"mappings"`
-	HTTP     HTTP      `yaml:"http"`
-	Log      Log       `yaml:"log"`
-	Streamer Streamer  `yaml:"streamer"`
-	Resolver Resolver  `yaml:"resolver"`
-	Indexer  IndexerCf `yaml:"indexer"`
+	Mappings []string `yaml:"mappings"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+	Streamer Streamer `yaml:"streamer"`
+	Resolver Resolver `yaml:"resolver"`
+	Indexer  Indexer  `yaml:"indexer"`
 
 	// Dir is the directory of the config file; relative paths resolve against it.
 	Dir string `yaml:"-"`
@@ -131,8 +131,8 @@ type Resolver struct {
 	Group string `yaml:"group"`
 }
 
-// IndexerCf tunes the sinks.
-type IndexerCf struct {
+// Indexer tunes the sinks.
+type Indexer struct {
 	// BulkActions per Elasticsearch bulk request. Default: 1000.
 	BulkActions int `yaml:"bulk_actions"`
 }
@@ -150,7 +150,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500},
-		Indexer:  IndexerCf{BulkActions: 1000},
+		Indexer:  Indexer{BulkActions: 1000},
 	}
 }
 
@@ -288,4 +288,13 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// ResolverGroup is the consumer group prefix of the map and build stages:
+// resolver.group, or the topic prefix when it is empty.
+func (c *Config) ResolverGroup() string {
+	if c.Resolver.Group != "" {
+		return c.Resolver.Group
+	}
+	return c.Kafka.TopicPrefix
 }

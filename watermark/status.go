@@ -111,13 +111,6 @@ func slotWarnings(s SlotStatus, maxKeep string) []string {
 	return warnings
 }
 
-// SlotExists reports whether the replication slot exists.
-func SlotExists(ctx context.Context, db Querier, slot string) (bool, error) {
-	var ok bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok)
-	return ok, err
-}
-
 // SlotLagGauge is decant_slot_lag_bytes: pg_current_wal_lsn() minus the
 // slot's confirmed_flush_lsn, read at scrape time (-1 when unknown), so any
 // decant process, not only the streamer, reports it.

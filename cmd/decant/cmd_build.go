@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
-	"github.com/elastic/go-elasticsearch/v8"
-
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/resolver"
 )
@@ -44,7 +40,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "decant build: unexpected argument %q\n", pos[0])
 		return 2
 	}
-	st, err := setupResolver(ctx, *configPath, "decant-build", stderr)
+	st, err := openStack(ctx, *configPath, "decant-build", stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "decant build:", err)
 		return 1
@@ -64,7 +60,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer b.Close()
 	ops, stopOps := st.startOps(ctx)
 	defer stopOps()
-	ops.setStage("build", true)
+	ops.SetStage("build", true)
 	if err := b.Run(ctx); err != nil {
 		st.log.Error("build stage stopped", "err", err)
 		return 1
@@ -75,20 +71,20 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // newSinks creates the aggregate topic sink and, when Elasticsearch is
 // configured, makes sure every aggregate's alias exists and creates the
 // Elasticsearch sink.
-func newSinks(ctx context.Context, st *resolverSetup) (resolver.Sink, func(), error) {
+func newSinks(ctx context.Context, st *stack) (resolver.Sink, func(), error) {
 	cfg := st.cfg
 	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.rcfg.Registerer})
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(cfg.Elasticsearch.URLs) == 0 {
-		return resolver.Sinks{ks}, ks.Close, nil
-	}
-	es, err := newESClient(cfg)
+	es, err := indexer.NewClient(cfg.Elasticsearch)
 	if err != nil {
 		ks.Close()
 		return nil, nil, err
+	}
+	if es == nil { // elasticsearch.urls is empty: aggregate topics only
+		return resolver.Sinks{ks}, ks.Close, nil
 	}
 	aliases := map[string]string{}
 	for _, a := range st.model.Aggregates {
@@ -106,24 +102,4 @@ func newSinks(ctx context.Context, st *resolverSetup) (resolver.Sink, func(), er
 		return nil, nil, err
 	}
 	return resolver.Sinks{ks, ess}, func() { ess.Close(); ks.Close() }, nil
-}
-
-// newESClient builds the Elasticsearch client the config asks for.
-func newESClient(cfg *config.Config) (*elasticsearch.Client, error) {
-	tc, err := tlsConfig("elasticsearch", cfg.Elasticsearch.TLS)
-	if err != nil {
-		return nil, err
-	}
-	ec := elasticsearch.Config{Addresses: cfg.Elasticsearch.URLs, Username: cfg.Elasticsearch.Username,
-		Password: cfg.Elasticsearch.Password, APIKey: cfg.Elasticsearch.APIKey}
-	if tc != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		ec.Transport = tr
-	}
-	es, err := elasticsearch.NewClient(ec)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch: %w", err)
-	}
-	return es, nil
 }

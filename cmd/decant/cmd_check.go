@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
-	"github.com/jackc/pgx/v5"
 )
 
 func init() {
@@ -38,101 +33,6 @@ Examples:
 
 Flags:
 `
-
-// configFlag adds the --config flag every subcommand shares.
-func configFlag(fs *flag.FlagSet) *string {
-	def := os.Getenv("DECANT_CONFIG")
-	if def == "" {
-		def = "decant.yaml"
-	}
-	return fs.String("config", def, "config file (env DECANT_CONFIG)")
-}
-
-// parseFlags parses args, allowing flags after positional arguments. It
-// returns the positional arguments, or an exit status when it should stop.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, 0, false
-			}
-			return nil, 2, false
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, 0, true
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// mappingsFromConfig expands cfg.Mappings (globs relative to the config
-// file) into sorted, distinct paths.
-func mappingsFromConfig(cfg *config.Config) ([]string, error) {
-	seen := map[string]bool{}
-	var paths []string
-	for _, pattern := range cfg.Mappings {
-		p := pattern
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cfg.Dir, p)
-		}
-		matches, err := filepath.Glob(p)
-		if err != nil {
-			return nil, fmt.Errorf("mappings: %q: %w", pattern, err)
-		}
-		if len(matches) == 0 {
-			return nil, fmt.Errorf("mappings: %q matches no file (relative to %s)", pattern, cfg.Dir)
-		}
-		sort.Strings(matches)
-		for _, m := range matches {
-			if !seen[m] {
-				seen[m] = true
-				paths = append(paths, m)
-			}
-		}
-	}
-	return paths, nil
-}
-
-// loadAndBind loads the config's mappings and binds them to the live
-// catalog. On a mapping error it returns the Set error or the Bind error
-// (with the partial model), and the catalog when it was read.
-func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mappings.Model, *mappings.Catalog, error) {
-	paths, err := mappingsFromConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	set, err := mappings.LoadPaths(paths)
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := mappings.ReadCatalog(ctx, conn)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := mappings.Bind(set, cat)
-	return m, cat, err
-}
-
-func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", config.RedactDSN(cfg.Postgres.DSN), err)
-	}
-	return conn, nil
-}
 
 type checkReport struct {
 	OK         bool               `json:"ok"`

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/decant-cdc/decant/config"
 )
@@ -60,17 +59,13 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	a := model.Aggregate(pos[0])
-	if a == nil {
+	a, aerr := findAggregate(model, pos[0])
+	if aerr != nil {
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		var names []string
-		for _, x := range model.Aggregates {
-			names = append(names, x.Name)
-		}
-		fmt.Fprintf(stderr, "decant explain: no aggregate %q; the mappings define: %s\n", pos[0], strings.Join(names, ", "))
+		fmt.Fprintf(stderr, "decant explain: %v\n", aerr)
 		return 1
 	}
 	if *index {

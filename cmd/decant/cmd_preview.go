@@ -43,7 +43,7 @@ func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, `decant preview: give an aggregate and an id, e.g. decant preview customer '{"id":7}'`)
 		return 2
 	}
-	st, err := setupResolver(ctx, *configPath, "decant-preview", stderr)
+	st, err := openStack(ctx, *configPath, "decant-preview", stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "decant preview:", err)
 		return 1

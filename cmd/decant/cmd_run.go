@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/streamer"
 )
@@ -56,7 +60,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "decant run: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
+	log := cfg.Log.NewLogger(stderr)
 	if err := run(ctx, cfg, !*noBackfill, stderr); err != nil {
 		var ve *validationError
 		if errors.As(err, &ve) {
@@ -77,94 +81,47 @@ func (e *validationError) Error() string { return e.err.Error() }
 func (e *validationError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Writer) error {
-	log := newLogger(cfg, stderr)
-	log.Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
-		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
-
 	// 1. Validate everything before creating anything.
-	conn, err := connectPG(ctx, cfg)
+	st, adm, es, closeAll, err := openRun(ctx, cfg, stderr)
 	if err != nil {
-		return &validationError{fmt.Errorf("%w (check postgres.dsn)", err)}
+		return err
 	}
-	model, cat, err := loadAndBind(ctx, cfg, conn)
-	conn.Close(context.Background())
-	if err != nil {
-		return &validationError{err}
-	}
-	if err := requireBeforeImages(model, cat); err != nil {
-		return &validationError{err}
-	}
-	kcl, adm, err := kafkaAdmin(ctx, cfg)
-	if err != nil {
-		return &validationError{err}
-	}
-	defer kcl.Close()
-	es, err := esClientFromConfig(cfg)
-	if err != nil {
-		return &validationError{err}
-	}
-	if es != nil {
-		if err := checkES(ctx, es, cfg); err != nil {
-			return &validationError{err}
-		}
-	}
+	defer closeAll()
 
 	// 2. Wire the stages.
-	scfg, err := streamerConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	pool, err := resolver.NewPool(ctx, cfg.Postgres.DSN, "decant-run", 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	reg := newRegistry(cfg, pool)
-	scfg.Logger, scfg.Registerer = log, reg
-	str, err := streamer.New(scfg)
+	str, err := streamer.New(st.streamerConfig())
 	if err != nil {
 		return &validationError{err}
 	}
 	defer str.Close()
-
-	// A new slot means an initial snapshot, whose rows make the map stage
-	// rebuild every document; otherwise backfill aggregates that have none.
-	var slotExists bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, cfg.Postgres.Slot).Scan(&slotExists); err != nil {
-		return err
+	if backfill { // decided before the streamer creates the slot
+		if backfill, err = resolver.FirstStartBackfill(ctx, st.pool, cfg.Postgres.Slot, cfg.Streamer.SnapshotMode); err != nil {
+			return err
+		}
 	}
-	kopts, err := kafkaOpts(cfg)
-	if err != nil {
-		return &validationError{err}
-	}
-	st := &resolverSetup{cfg: cfg, model: model, pool: pool, log: log, reg: reg, rcfg: resolver.Config{
-		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.Resolver.Group,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
-		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
-	}}
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer closeSinks()
-	mapper, err := resolver.NewMapper(st.rcfg, model, pool)
+	mapper, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
 		return err
 	}
 	defer mapper.Close()
-	builder, err := resolver.NewBuilder(st.rcfg, model, pool, sink)
+	builder, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {
 		return err
 	}
 	defer builder.Close()
-	ops := newOpsServer(log, newTracker(cfg, model, pool, adm), esRefresher(es, model), reg)
+	ops := opsapi.NewServer(st.log, st.tracker(adm), indexer.Refresher(es, st.aliases()), st.reg)
 
 	// 3. Run until ctx ends or a stage fails; a failing stage stops the others.
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {
-			ops.setStage(name, true)
-			defer ops.setStage(name, false)
+			ops.SetStage(name, true)
+			defer ops.SetStage(name, false)
 			if err := f(gctx); err != nil {
 				return fmt.Errorf("%s stage: %w", name, err)
 			}
@@ -177,9 +134,9 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	stage("stream", str.Run)
 	stage("map", mapper.Run)
 	stage("build", builder.Run)
-	g.Go(func() error { return ops.serve(gctx, cfg.HTTP.Listen) })
-	if backfill && (slotExists || cfg.Streamer.SnapshotMode == "never") {
-		g.Go(func() error { autoBackfill(gctx, st); return nil })
+	g.Go(func() error { return ops.Serve(gctx, cfg.HTTP.Listen) })
+	if backfill {
+		g.Go(func() error { resolver.BackfillEmpty(gctx, st.rcfg, st.pool, st.model); return nil })
 	}
 	err = g.Wait()
 	if ctx.Err() != nil && err == nil {
@@ -188,33 +145,41 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 	return err
 }
 
-// autoBackfill builds every document of each aggregate that has none yet
-// (first start), through the refs topic like any other build.
-func autoBackfill(ctx context.Context, st *resolverSetup) {
-	for _, a := range st.model.Aggregates {
-		need, err := resolver.NeedsBackfill(ctx, st.rcfg, a.Name)
-		if err != nil {
-			st.log.Warn("cannot tell whether the aggregate needs a backfill; run 'decant backfill' if documents are missing", "aggregate", a.Name, "err", err)
-			continue
-		}
-		if !need {
-			continue
-		}
-		started := time.Now()
-		st.log.Info("first start of aggregate: backfilling every document", "aggregate", a.Name)
-		last := time.Now()
-		b, err := resolver.Backfill(ctx, st.rcfg, st.pool, st.model, a.Name, resolver.BackfillOptions{Progress: func(done, total int64) {
-			if time.Since(last) > 5*time.Second {
-				st.log.Info("backfill progress", "aggregate", a.Name, "enqueued", done, "total", total)
-				last = time.Now()
-			}
-		}})
-		if err != nil {
-			if ctx.Err() == nil {
-				st.log.Error("backfill failed; run 'decant backfill "+a.Name+"' to retry", "aggregate", a.Name, "err", err)
-			}
-			continue
-		}
-		st.log.Info("backfill enqueued", "aggregate", a.Name, "ids", b.Count, "took", time.Since(started).Round(time.Millisecond))
+// openRun checks that the mappings bind, the before images suffice, and
+// PostgreSQL, Kafka and Elasticsearch answer; every error is a
+// *validationError. closeAll closes what it opened.
+func openRun(ctx context.Context, cfg *config.Config, stderr io.Writer) (st *stack, adm *kadm.Client, es *elasticsearch.Client, closeAll func(), err error) {
+	log := cfg.Log.NewLogger(stderr)
+	log.Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
+		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
+	fail := func(err error) (*stack, *kadm.Client, *elasticsearch.Client, func(), error) {
+		return nil, nil, nil, nil, &validationError{err}
 	}
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return fail(fmt.Errorf("%w (check postgres.dsn)", err))
+	}
+	model, cat, err := loadAndBind(ctx, cfg, conn)
+	conn.Close(context.Background())
+	if err != nil {
+		return fail(err)
+	}
+	if err := mappings.RequireBeforeImages(model, cat); err != nil {
+		return fail(err)
+	}
+	kcl, adm, err := openKafka(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && es != nil {
+		err = indexer.Ping(ctx, es, cfg.Elasticsearch.URLs)
+	}
+	if err == nil {
+		st, err = newStack(ctx, cfg, model, cat, "decant-run", stderr)
+	}
+	if err != nil {
+		kcl.Close()
+		return fail(err)
+	}
+	return st, adm, es, func() { st.close(); kcl.Close() }, nil
 }

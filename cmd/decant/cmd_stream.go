@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/streamer"
 )
 
@@ -33,19 +32,13 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if _, code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	st, err := setupResolver(ctx, *cfgPath, "decant-stream", stderr)
+	st, err := openStack(ctx, *cfgPath, "decant-stream", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
 		return 1
 	}
 	defer st.close()
-	scfg, err := streamerConfig(ctx, st.cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "decant stream: %v\n", err)
-		return 1
-	}
-	scfg.Logger, scfg.Registerer = st.log, st.reg
-	s, err := streamer.New(scfg)
+	s, err := streamer.New(st.streamerConfig())
 	if err != nil {
 		fmt.Fprintf(stderr, "decant stream: %v\n", err)
 		return 2
@@ -53,7 +46,7 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer s.Close()
 	ops, stopOps := st.startOps(ctx)
 	defer stopOps()
-	ops.setStage("stream", true)
+	ops.SetStage("stream", true)
 	if err := s.Run(ctx); err != nil {
 		st.log.Error("streamer stopped", "err", err)
 		return 1
@@ -63,34 +56,20 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // streamerConfig maps decant.yaml onto the streamer. When the publication
 // may be created, the mapped tables are what it covers.
-func streamerConfig(ctx context.Context, cfg *config.Config) (streamer.Config, error) {
-	kopts, err := kafkaOpts(cfg)
-	if err != nil {
-		return streamer.Config{}, err
-	}
+func (st *stack) streamerConfig() streamer.Config {
+	cfg := st.cfg
 	sc := streamer.Config{
 		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
 		Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
-		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: kopts,
+		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: st.kopts,
 		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
 		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
-	}
-	if sc.HeartbeatInterval == 0 { // in decant.yaml, 0 means off
-		sc.HeartbeatInterval = -1
+		Logger: st.log, Registerer: st.reg,
 	}
 	if cfg.Postgres.CreatePublication {
-		conn, err := connectPG(ctx, cfg)
-		if err != nil {
-			return sc, err
-		}
-		defer conn.Close(context.Background())
-		model, _, err := loadAndBind(ctx, cfg, conn)
-		if err != nil {
-			return sc, err
-		}
-		for _, t := range model.Tables() {
+		for _, t := range st.model.Tables() {
 			sc.Tables = append(sc.Tables, t.String())
 		}
 	}
-	return sc, nil
+	return sc
 }

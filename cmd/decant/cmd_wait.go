@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
-	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/watermark"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -53,7 +54,7 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "decant wait: %v\n", err)
 		return 2
 	}
-	env, err := openOps(ctx, cfg)
+	env, err := openWatch(ctx, cfg, "decant-wait", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "decant wait: %v\n", err)
 		return 1
@@ -62,7 +63,7 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := waitVisible(wctx, env.tracker, esRefresher(env.es, env.model), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, env.tracker, indexer.Refresher(env.es, env.aliases()), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
 			fmt.Fprintf(stderr, "decant wait: %s not indexed within %s: %v\n", wire.FormatLSN(lsn), *timeout, err)
 		} else {
@@ -74,50 +75,31 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// opsEnv is what wait and status read: the database, Kafka, Elasticsearch
-// and the model.
-type opsEnv struct {
-	cfg     *config.Config
-	pool    *pgxpool.Pool
-	model   *mappings.Model
+// watch is what wait and status read: the stack, a watermark tracker and
+// the Elasticsearch client (nil without a search sink).
+type watch struct {
+	*stack
 	tracker *watermark.Tracker
 	es      *elasticsearch.Client
-	closers []func()
+	kcl     *kgo.Client
 }
 
-func (e *opsEnv) close() {
-	for i := len(e.closers) - 1; i >= 0; i-- {
-		e.closers[i]()
-	}
-}
+func (w *watch) close() { w.kcl.Close(); w.stack.close() }
 
-func openOps(ctx context.Context, cfg *config.Config) (*opsEnv, error) {
-	env := &opsEnv{cfg: cfg}
-	conn, err := connectPG(ctx, cfg)
+func openWatch(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*watch, error) {
+	st, err := openStackFrom(ctx, cfg, appName, stderr)
 	if err != nil {
 		return nil, err
 	}
-	model, _, err := loadAndBind(ctx, cfg, conn)
-	conn.Close(context.Background())
+	cl, adm, err := openKafka(ctx, cfg)
 	if err != nil {
+		st.close()
 		return nil, err
 	}
-	env.model = model
-	env.pool, err = pgxpool.New(ctx, cfg.Postgres.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	env.closers = append(env.closers, env.pool.Close)
-	cl, adm, err := kafkaAdmin(ctx, cfg)
-	if err != nil {
-		env.close()
+	w := &watch{stack: st, tracker: st.tracker(adm), kcl: cl}
+	if w.es, err = indexer.NewClient(cfg.Elasticsearch); err != nil {
+		w.close()
 		return nil, err
 	}
-	env.closers = append(env.closers, cl.Close)
-	env.tracker = newTracker(cfg, model, env.pool, adm)
-	if env.es, err = esClientFromConfig(cfg); err != nil {
-		env.close()
-		return nil, err
-	}
-	return env, nil
+	return w, nil
 }

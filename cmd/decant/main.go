@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -72,4 +74,43 @@ Examples:
 
 Run 'decant <command> --help' for a command's flags. Docs: docs/README.md
 `)
+}
+
+// configFlag adds the --config flag every subcommand shares.
+func configFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv("DECANT_CONFIG")
+	if def == "" {
+		def = "decant.yaml"
+	}
+	return fs.String("config", def, "config file (env DECANT_CONFIG)")
+}
+
+// parseFlags parses args, allowing flags after positional arguments. It
+// returns the positional arguments, or an exit status when it should stop.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fs.PrintDefaults()
+	}
+	return fs
 }

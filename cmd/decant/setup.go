@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/opsapi"
+	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/streamer"
+	"github.com/decant-cdc/decant/watermark"
+)
+
+// stack is what every command that touches the pipeline opens from
+// decant.yaml: the logger, the mappings bound to the live catalog (every
+// aggregate must bind), a pool with the resolver's session settings, the
+// Kafka options, the stage config and the process's metrics registry.
+type stack struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	model *mappings.Model
+	cat   *mappings.Catalog
+	pool  *pgxpool.Pool
+	kopts []kgo.Opt
+	rcfg  resolver.Config
+	reg   *prometheus.Registry // every metric of this process, served on /metrics
+}
+
+func (s *stack) close() { s.pool.Close() }
+
+// openStack loads the config and opens the stack; see openStackFrom.
+func openStack(ctx context.Context, configPath, appName string, stderr io.Writer) (*stack, error) {
+	cfg, err := config.Load(configPath, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	return openStackFrom(ctx, cfg, appName, stderr)
+}
+
+// openStackFrom binds the mappings to the live catalog and opens the pool.
+// It fails before any side effect.
+func openStackFrom(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*stack, error) {
+	model, cat, err := loadModel(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newStack(ctx, cfg, model, cat, appName, stderr)
+}
+
+// newStack opens the pool of a bound model.
+func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, cat *mappings.Catalog, appName string, stderr io.Writer) (*stack, error) {
+	kopts, err := cfg.Kafka.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := resolver.NewPool(ctx, cfg.Postgres.DSN, appName, 0)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Log.NewLogger(stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
+	rcfg := resolver.Config{
+		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.Resolver.Group,
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
+		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
+	}
+	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
+}
+
+// openKafka connects to Kafka and checks that a broker answers.
+func openKafka(ctx context.Context, cfg *config.Config) (*kgo.Client, *kadm.Client, error) {
+	opts, err := cfg.Kafka.ClientOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: %w", err)
+	}
+	adm := kadm.NewClient(cl)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := adm.BrokerMetadata(cctx); err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", cfg.Kafka.Brokers, err)
+	}
+	return cl, adm, nil
+}
+
+// tracker builds the watermark tracker of the stack's model on adm.
+func (s *stack) tracker(adm *kadm.Client) *watermark.Tracker {
+	cfg := s.cfg
+	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
+		Snapshot: cfg.Streamer.SnapshotMode != "never"}
+	for _, t := range s.model.Tables() {
+		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
+	}
+	for _, a := range s.model.Aggregates {
+		wc.Aggregates = append(wc.Aggregates, a.Name)
+	}
+	return watermark.New(wc, s.pool, adm, s.kopts)
+}
+
+// aliases lists the Elasticsearch alias of every aggregate.
+func (s *stack) aliases() []string {
+	var out []string
+	for _, a := range s.model.Aggregates {
+		out = append(out, a.Index)
+	}
+	return out
+}
+
+// startOps serves the HTTP port of a single-stage process in the
+// background; stop shuts it down. A failure to listen is logged, not fatal.
+func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var tracker *watermark.Tracker
+	if cl, adm, err := openKafka(ctx, s.cfg); err == nil {
+		tracker = s.tracker(adm)
+		go func() { <-ctx.Done(); cl.Close() }()
+	}
+	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
+	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.aliases()), s.reg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ops.Serve(ctx, s.cfg.HTTP.Listen); err != nil {
+			s.log.Warn("http server not started", "err", err)
+		}
+	}()
+	return ops, func() { cancel(); <-done }
+}
+
+// findAggregate looks an aggregate up by name; the error lists the names the
+// mappings define.
+func findAggregate(model *mappings.Model, name string) (*mappings.Aggregate, error) {
+	if a := model.Aggregate(name); a != nil {
+		return a, nil
+	}
+	var names []string
+	for _, x := range model.Aggregates {
+		names = append(names, x.Name)
+	}
+	return nil, fmt.Errorf("no aggregate %q; the mappings define: %s", name, strings.Join(names, ", "))
+}
+
+// mappingsFromConfig expands cfg.Mappings (globs relative to the config
+// file) into sorted, distinct paths.
+func mappingsFromConfig(cfg *config.Config) ([]string, error) {
+	seen := map[string]bool{}
+	var paths []string
+	for _, pattern := range cfg.Mappings {
+		p := pattern
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cfg.Dir, p)
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("mappings: %q: %w", pattern, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("mappings: %q matches no file (relative to %s)", pattern, cfg.Dir)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				paths = append(paths, m)
+			}
+		}
+	}
+	return paths, nil
+}
+
+// loadModel connects to PostgreSQL and binds the config's mappings to the
+// live catalog; see loadAndBind.
+func loadModel(ctx context.Context, cfg *config.Config) (*mappings.Model, *mappings.Catalog, error) {
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close(context.Background())
+	return loadAndBind(ctx, cfg, conn)
+}
+
+// loadAndBind loads the config's mappings and binds them to the live
+// catalog. On a mapping error it returns the Set error or the Bind error
+// (with the partial model), and the catalog when it was read.
+func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mappings.Model, *mappings.Catalog, error) {
+	paths, err := mappingsFromConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := mappings.LoadPaths(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := mappings.ReadCatalog(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := mappings.Bind(set, cat)
+	return m, cat, err
+}
+
+func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", config.RedactDSN(cfg.Postgres.DSN), err)
+	}
+	return conn, nil
+}
