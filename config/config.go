@@ -117,7 +117,8 @@ type Streamer struct {
 	// StatusInterval is how often the slot position is confirmed. Default: 200ms.
 	StatusInterval time.Duration `yaml:"status_interval"`
 	// HeartbeatInterval writes a tiny logical message when the database is
-	// idle so the slot keeps advancing; 0 disables. Default: 10s.
+	// idle so the slot keeps advancing; 0 or negative disables, here and in
+	// streamer.Config. Default: 10s.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 100000.
 	MaxInFlight int `yaml:"max_in_flight"`
@@ -206,7 +207,7 @@ func (c *Config) validate() []*Error {
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "must be set, e.g. postgres://decant@db:5432/shop (or DECANT_POSTGRES_DSN)")
 	}
-	if !validName(c.Postgres.Slot) {
+	if !ValidSlotName(c.Postgres.Slot) {
 		bad("postgres.slot", "%q is not a valid slot name: use lower-case letters, digits and _", c.Postgres.Slot)
 	}
 	if c.Postgres.Publication == "" {
@@ -278,7 +279,9 @@ func (c *Config) validate() []*Error {
 	return errs
 }
 
-func validName(s string) bool {
+// ValidSlotName is PostgreSQL's rule for replication slot names: 1-63
+// lower-case letters, digits or _.
+func ValidSlotName(s string) bool {
 	if s == "" || len(s) > 63 {
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -53,23 +54,24 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	d := config.Default()
 	if c.TopicPrefix == "" {
-		c.TopicPrefix = "decant"
+		c.TopicPrefix = d.Kafka.TopicPrefix
 	}
 	if c.Group == "" {
 		c.Group = c.TopicPrefix
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 6
+		c.Partitions = d.Kafka.Partitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = d.Kafka.ReplicationFactor
 	}
 	if c.RefsRetention == 0 {
 		c.RefsRetention = 7 * 24 * time.Hour
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 500
+		c.BatchSize = d.Resolver.BatchSize
 	}
 	if c.MaxBufferedRefs == 0 {
 		c.MaxBufferedRefs = 10000
