@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -300,4 +302,32 @@ func (c *Config) ResolverGroup() string {
 		return c.Resolver.Group
 	}
 	return c.Kafka.TopicPrefix
+}
+
+// MappingPaths expands Mappings (globs relative to the config file) into
+// sorted, distinct paths; a pattern that matches no file is an error.
+func (c *Config) MappingPaths() ([]string, error) {
+	seen := map[string]bool{}
+	var paths []string
+	for _, pattern := range c.Mappings {
+		p := pattern
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(c.Dir, p)
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("mappings: %q: %w", pattern, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("mappings: %q matches no file (relative to %s)", pattern, c.Dir)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				paths = append(paths, m)
+			}
+		}
+	}
+	return paths, nil
 }

@@ -48,23 +48,19 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "decant backfill: name one aggregate, e.g. decant backfill customer")
+	if !wantArgs(stderr, "backfill", pos, 1, "name one aggregate, e.g. decant backfill customer") {
 		return 2
 	}
 	if job.reindex && job.noWait {
-		fmt.Fprintln(stderr, "decant backfill: --reindex waits for the documents before it swaps the alias; drop --no-wait")
-		return 2
+		return fail(stderr, "backfill", 2, errors.New("--reindex waits for the documents before it swaps the alias; drop --no-wait"))
 	}
 	st, err := openStack(ctx, *configPath, "decant-backfill", stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant backfill:", err)
-		return 1
+		return fail(stderr, "backfill", 1, err)
 	}
 	defer st.close()
 	if job.a, err = findAggregate(st.model, pos[0]); err != nil {
-		fmt.Fprintf(stderr, "decant backfill: %v\n", err)
-		return 1
+		return fail(stderr, "backfill", 1, err)
 	}
 	job.st = st
 	ctx, cancel := context.WithCancel(ctx)
@@ -74,17 +70,15 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if job.build {
 		if err := job.startBuild(ctx); err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
+			return fail(stderr, "backfill", 1, err)
 		}
 	}
-	if err := job.fill(ctx); err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(stderr, "decant backfill: interrupted; the ids already enqueued will still be built")
-			return 1
-		}
-		fmt.Fprintln(stderr, "decant backfill:", err)
-		return 1
+	err = job.fill(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = errors.New("interrupted; the ids already enqueued will still be built")
+	}
+	if err != nil {
+		return fail(stderr, "backfill", 1, err)
 	}
 	return 0
 }
@@ -165,12 +159,10 @@ func (j *backfillJob) fill(ctx context.Context) error {
 func (j *backfillJob) runReindex(ctx context.Context) int {
 	es, err := indexer.NewClient(j.st.cfg.Elasticsearch)
 	if err != nil {
-		fmt.Fprintln(j.stderr, "decant backfill:", err)
-		return 1
+		return fail(j.stderr, "backfill", 1, err)
 	}
 	if es == nil {
-		fmt.Fprintln(j.stderr, "decant backfill: --reindex needs Elasticsearch (elasticsearch.urls is empty)")
-		return 2
+		return fail(j.stderr, "backfill", 2, errors.New("--reindex needs Elasticsearch (elasticsearch.urls is empty)"))
 	}
 	spec := indexer.SpecFor(j.a, false)
 	err = indexer.Reindex(ctx, es, spec, indexer.ReindexOptions{Logger: j.st.log}, func(fillCtx context.Context) error {
@@ -182,8 +174,7 @@ func (j *backfillJob) runReindex(ctx context.Context) int {
 		return j.fill(fillCtx)
 	})
 	if err != nil {
-		fmt.Fprintln(j.stderr, "decant backfill:", err)
-		return 1
+		return fail(j.stderr, "backfill", 1, err)
 	}
 	fmt.Fprintf(j.stdout, "reindexed %s: alias %s now points at %s\n", j.a.Name, j.a.Index, spec.IndexName())
 	return 0

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -36,36 +35,25 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant build: unexpected argument %q\n", pos[0])
+	if !wantArgs(stderr, "build", pos, 0, "") {
 		return 2
 	}
 	st, err := openStack(ctx, *configPath, "decant-build", stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return fail(stderr, "build", 1, err)
 	}
 	defer st.close()
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return fail(stderr, "build", 1, err)
 	}
 	defer closeSinks()
 	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return fail(stderr, "build", 1, err)
 	}
 	defer b.Close()
-	ops, stopOps := st.startOps(ctx)
-	defer stopOps()
-	ops.SetStage("build", true)
-	if err := b.Run(ctx); err != nil {
-		st.log.Error("build stage stopped", "err", err)
-		return 1
-	}
-	return 0
+	return st.runStage(ctx, "build", b.Run)
 }
 
 // newSinks creates the aggregate topic sink and, when Elasticsearch is
@@ -73,8 +61,8 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // Elasticsearch sink.
 func newSinks(ctx context.Context, st *stack) (resolver.Sink, func(), error) {
 	cfg := st.cfg
-	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.rcfg.Registerer})
+	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.reg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,9 +82,9 @@ func newSinks(ctx context.Context, st *stack) (resolver.Sink, func(), error) {
 			return nil, nil, err
 		}
 	}
-	ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
+	ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: st.kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions, Logger: st.log,
-		Registerer: st.rcfg.Registerer})
+		Registerer: st.reg})
 	if err != nil {
 		ks.Close()
 		return nil, nil, err

@@ -50,8 +50,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant check: unexpected argument %q\n", pos[0])
+	if !wantArgs(stderr, "check", pos, 0, "") {
 		return 2
 	}
 	report := checkReport{Aggregates: []string{}, Problems: []mappings.Problem{}}
@@ -89,16 +88,16 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // check runs every check it can and returns the problems and the names of
 // the aggregates that bound.
 func check(ctx context.Context, configPath string) ([]mappings.Problem, []string) {
-	fail := func(err error) []mappings.Problem {
+	problem := func(err error) []mappings.Problem {
 		return []mappings.Problem{{Severity: mappings.SeverityError, Message: err.Error()}}
 	}
 	cfg, err := config.Load(configPath, os.Environ())
 	if err != nil {
-		return fail(err), nil
+		return problem(err), nil
 	}
-	paths, err := mappingsFromConfig(cfg)
+	paths, err := cfg.MappingPaths()
 	if err != nil {
-		return fail(err), nil
+		return problem(err), nil
 	}
 	set, err := mappings.LoadPaths(paths)
 	if err != nil {
@@ -106,12 +105,12 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		return fail(err), nil
+		return problem(err), nil
 	}
 	defer conn.Close(context.Background())
 	cat, err := mappings.ReadCatalog(ctx, conn)
 	if err != nil {
-		return fail(err), nil
+		return problem(err), nil
 	}
 	var problems []mappings.Problem
 	model, err := mappings.Bind(set, cat)
@@ -120,7 +119,7 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 	}
 	env, err := mappings.ReadCheckEnv(ctx, conn, cfg.Postgres.Publication, cfg.Postgres.Slot)
 	if err != nil {
-		return append(problems, fail(err)...), nil
+		return append(problems, problem(err)...), nil
 	}
 	env.CreatePublication = cfg.Postgres.CreatePublication
 	problems = append(problems, mappings.Check(model, cat, env)...)

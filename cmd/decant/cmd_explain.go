@@ -39,8 +39,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "decant explain: name one aggregate, e.g. decant explain customer")
+	if !wantArgs(stderr, "explain", pos, 1, "name one aggregate, e.g. decant explain customer") {
 		return 2
 	}
 	cfg, err := config.Load(*configPath, os.Environ())
@@ -50,8 +49,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant explain:", err)
-		return 1
+		return fail(stderr, "explain", 1, err)
 	}
 	defer conn.Close(context.Background())
 	model, _, err := loadAndBind(ctx, cfg, conn)
@@ -65,8 +63,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "decant explain: %v\n", aerr)
-		return 1
+		return fail(stderr, "explain", 1, aerr)
 	}
 	if *index {
 		enc := json.NewEncoder(stdout)

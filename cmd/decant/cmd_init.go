@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,8 +52,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant init: unexpected argument %q\n", pos[0])
+	if !wantArgs(stderr, "init", pos, 0, "") {
 		return 2
 	}
 	cfg, err := config.Load(*configPath, os.Environ())
@@ -62,38 +62,34 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return fail(stderr, "init", 1, err)
 	}
 	defer conn.Close(context.Background())
 	cat, err := mappings.ReadCatalog(ctx, conn)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return fail(stderr, "init", 1, err)
 	}
 	data, err := mappings.Init(cat, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return fail(stderr, "init", 1, err)
 	}
 	if *out == "" {
 		_, _ = stdout.Write(data)
 		return 0
 	}
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
-	}
-	if err := f.Close(); err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+	if err := writeNew(*out, data); err != nil {
+		return fail(stderr, "init", 1, err)
 	}
 	fmt.Fprintf(stderr, "wrote %s; review it, then run decant check\n", *out)
 	return 0
+}
+
+// writeNew writes data to a file that must not exist yet.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

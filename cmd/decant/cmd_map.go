@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/decant-cdc/decant/mappings"
@@ -36,32 +35,21 @@ func runMap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant map: unexpected argument %q\n", pos[0])
+	if !wantArgs(stderr, "map", pos, 0, "") {
 		return 2
 	}
 	st, err := openStack(ctx, *configPath, "decant-map", stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant map:", err)
-		return 1
+		return fail(stderr, "map", 1, err)
 	}
 	defer st.close()
 	if err := mappings.RequireBeforeImages(st.model, st.cat); err != nil {
-		fmt.Fprintln(stderr, "decant map:", err)
-		return 2
+		return fail(stderr, "map", 2, err)
 	}
 	m, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant map:", err)
-		return 1
+		return fail(stderr, "map", 1, err)
 	}
 	defer m.Close()
-	ops, stopOps := st.startOps(ctx)
-	defer stopOps()
-	ops.SetStage("map", true)
-	if err := m.Run(ctx); err != nil {
-		st.log.Error("map stage stopped", "err", err)
-		return 1
-	}
-	return 0
+	return st.runStage(ctx, "map", m.Run)
 }

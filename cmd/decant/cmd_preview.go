@@ -39,35 +39,29 @@ func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
-	if len(pos) != 2 {
-		fmt.Fprintln(stderr, `decant preview: give an aggregate and an id, e.g. decant preview customer '{"id":7}'`)
+	if !wantArgs(stderr, "preview", pos, 2, `give an aggregate and an id, e.g. decant preview customer '{"id":7}'`) {
 		return 2
 	}
 	st, err := openStack(ctx, *configPath, "decant-preview", stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return fail(stderr, "preview", 1, err)
 	}
 	defer st.close()
 	a, err := findAggregate(st.model, pos[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "decant preview: %v\n", err)
-		return 1
+		return fail(stderr, "preview", 1, err)
 	}
 	key, err := resolver.ParseID(a, pos[1])
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 2
+		return fail(stderr, "preview", 2, err)
 	}
 	doc, err := resolver.Preview(ctx, st.pool, a, key)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return fail(stderr, "preview", 1, err)
 	}
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return fail(stderr, "preview", 1, err)
 	}
 	fmt.Fprintln(stdout, string(out))
 	return 0

@@ -42,25 +42,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	cfg, err := config.Load(*cfgPath, os.Environ())
 	if err != nil {
-		fmt.Fprintf(stderr, "decant status: %v\n", err)
-		return 2
+		return fail(stderr, "status", 2, err)
 	}
-	env, err := openWatch(ctx, cfg, "decant-status", stderr)
+	w, err := openWatch(ctx, cfg, "decant-status", stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant status: %v\n", err)
-		return 1
+		return fail(stderr, "status", 1, err)
 	}
-	defer env.close()
+	defer w.close()
 	var count watermark.DocumentCounter
-	if env.es != nil {
+	if w.es != nil {
 		count = func(ctx context.Context, aggregate string) (int64, bool) {
-			return indexer.CountDocuments(ctx, env.es, env.model.Aggregate(aggregate).Index)
+			return indexer.CountDocuments(ctx, w.es, w.model.Aggregate(aggregate).Index)
 		}
 	}
-	rep, err := env.tracker.Status(ctx, count)
+	rep, err := w.tracker.Status(ctx, count)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant status: %v\n", err)
-		return 1
+		return fail(stderr, "status", 1, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

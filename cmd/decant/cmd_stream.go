@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/decant-cdc/decant/streamer"
@@ -34,24 +33,15 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	st, err := openStack(ctx, *cfgPath, "decant-stream", stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant stream: %v\n", err)
-		return 1
+		return fail(stderr, "stream", 1, err)
 	}
 	defer st.close()
 	s, err := streamer.New(st.streamerConfig())
 	if err != nil {
-		fmt.Fprintf(stderr, "decant stream: %v\n", err)
-		return 2
+		return fail(stderr, "stream", 2, err)
 	}
 	defer s.Close()
-	ops, stopOps := st.startOps(ctx)
-	defer stopOps()
-	ops.SetStage("stream", true)
-	if err := s.Run(ctx); err != nil {
-		st.log.Error("streamer stopped", "err", err)
-		return 1
-	}
-	return 0
+	return st.runStage(ctx, "stream", s.Run)
 }
 
 // streamerConfig maps decant.yaml onto the streamer. When the publication

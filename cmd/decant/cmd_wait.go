@@ -8,13 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/opsapi"
-	"github.com/decant-cdc/decant/watermark"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -46,60 +42,26 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	lsn, err := wire.ParseLSN(*lsnArg)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: --lsn: %v\n", err)
-		return 2
+		return fail(stderr, "wait", 2, fmt.Errorf("--lsn: %w", err))
 	}
 	cfg, err := config.Load(*cfgPath, os.Environ())
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: %v\n", err)
-		return 2
+		return fail(stderr, "wait", 2, err)
 	}
-	env, err := openWatch(ctx, cfg, "decant-wait", stderr)
+	w, err := openWatch(ctx, cfg, "decant-wait", stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: %v\n", err)
-		return 1
+		return fail(stderr, "wait", 1, err)
 	}
-	defer env.close()
+	defer w.close()
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := opsapi.WaitVisible(wctx, env.tracker, indexer.Refresher(env.es, env.aliases()), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, w.tracker, indexer.Refresher(w.es, w.aliases()), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
-			fmt.Fprintf(stderr, "decant wait: %s not indexed within %s: %v\n", wire.FormatLSN(lsn), *timeout, err)
-		} else {
-			fmt.Fprintf(stderr, "decant wait: %v\n", err)
+			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), *timeout, err)
 		}
-		return 1
+		return fail(stderr, "wait", 1, err)
 	}
 	fmt.Fprintf(stdout, "%s indexed (waited %s)\n", wire.FormatLSN(lsn), time.Since(started).Round(time.Millisecond))
 	return 0
-}
-
-// watch is what wait and status read: the stack, a watermark tracker and
-// the Elasticsearch client (nil without a search sink).
-type watch struct {
-	*stack
-	tracker *watermark.Tracker
-	es      *elasticsearch.Client
-	kcl     *kgo.Client
-}
-
-func (w *watch) close() { w.kcl.Close(); w.stack.close() }
-
-func openWatch(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*watch, error) {
-	st, err := openStackFrom(ctx, cfg, appName, stderr)
-	if err != nil {
-		return nil, err
-	}
-	cl, adm, err := openKafka(ctx, cfg)
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	w := &watch{stack: st, tracker: st.tracker(adm), kcl: cl}
-	if w.es, err = indexer.NewClient(cfg.Elasticsearch); err != nil {
-		w.close()
-		return nil, err
-	}
-	return w, nil
 }

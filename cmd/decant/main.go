@@ -114,3 +114,23 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 	}
 	return fs
 }
+
+// wantArgs reports whether pos holds n positional arguments. Otherwise it
+// prints hint, or names the first unexpected argument when hint is "".
+func wantArgs(stderr io.Writer, name string, pos []string, n int, hint string) bool {
+	switch {
+	case len(pos) == n:
+		return true
+	case hint == "":
+		fmt.Fprintf(stderr, "decant %s: unexpected argument %q\n", name, pos[n])
+	default:
+		fmt.Fprintf(stderr, "decant %s: %s\n", name, hint)
+	}
+	return false
+}
+
+// fail prints "decant <name>: <err>" and returns the exit status code.
+func fail(stderr io.Writer, name string, code int, err error) int {
+	fmt.Fprintf(stderr, "decant %s: %v\n", name, err)
+	return code
+}

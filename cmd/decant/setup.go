@@ -6,11 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +84,35 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
 }
 
+// watch is what wait and status read: the stack, a watermark tracker and
+// the Elasticsearch client (nil without a search sink).
+type watch struct {
+	*stack
+	tracker *watermark.Tracker
+	es      *elasticsearch.Client
+	kcl     *kgo.Client
+}
+
+func (w *watch) close() { w.kcl.Close(); w.stack.close() }
+
+func openWatch(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*watch, error) {
+	st, err := openStackFrom(ctx, cfg, appName, stderr)
+	if err != nil {
+		return nil, err
+	}
+	cl, adm, err := openKafka(ctx, cfg)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	w := &watch{stack: st, tracker: st.tracker(adm), kcl: cl}
+	if w.es, err = indexer.NewClient(cfg.Elasticsearch); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
 // openKafka connects to Kafka and checks that a broker answers.
 func openKafka(ctx context.Context, cfg *config.Config) (*kgo.Client, *kadm.Client, error) {
 	opts, err := cfg.Kafka.ClientOptions()
@@ -149,6 +177,22 @@ func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
 	return ops, func() { cancel(); <-done }
 }
 
+// runStage runs one stage until ctx ends, serving the HTTP port beside
+// it, and returns the exit status: 1 when the stage failed.
+func (s *stack) runStage(ctx context.Context, name string, run func(context.Context) error) int {
+	ops, stopOps := s.startOps(ctx)
+	defer stopOps()
+	ops.SetStage(name, true)
+	if err := run(ctx); err != nil {
+		s.log.Error(stageStopped[name], "err", err)
+		return 1
+	}
+	return 0
+}
+
+// stageStopped is the log line of a stage that failed.
+var stageStopped = map[string]string{"stream": "streamer stopped", "map": "map stage stopped", "build": "build stage stopped"}
+
 // findAggregate looks an aggregate up by name; the error lists the names the
 // mappings define.
 func findAggregate(model *mappings.Model, name string) (*mappings.Aggregate, error) {
@@ -160,34 +204,6 @@ func findAggregate(model *mappings.Model, name string) (*mappings.Aggregate, err
 		names = append(names, x.Name)
 	}
 	return nil, fmt.Errorf("no aggregate %q; the mappings define: %s", name, strings.Join(names, ", "))
-}
-
-// mappingsFromConfig expands cfg.Mappings (globs relative to the config
-// file) into sorted, distinct paths.
-func mappingsFromConfig(cfg *config.Config) ([]string, error) {
-	seen := map[string]bool{}
-	var paths []string
-	for _, pattern := range cfg.Mappings {
-		p := pattern
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cfg.Dir, p)
-		}
-		matches, err := filepath.Glob(p)
-		if err != nil {
-			return nil, fmt.Errorf("mappings: %q: %w", pattern, err)
-		}
-		if len(matches) == 0 {
-			return nil, fmt.Errorf("mappings: %q matches no file (relative to %s)", pattern, cfg.Dir)
-		}
-		sort.Strings(matches)
-		for _, m := range matches {
-			if !seen[m] {
-				seen[m] = true
-				paths = append(paths, m)
-			}
-		}
-	}
-	return paths, nil
 }
 
 // loadModel connects to PostgreSQL and binds the config's mappings to the
@@ -205,7 +221,7 @@ func loadModel(ctx context.Context, cfg *config.Config) (*mappings.Model, *mappi
 // catalog. On a mapping error it returns the Set error or the Bind error
 // (with the partial model), and the catalog when it was read.
 func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mappings.Model, *mappings.Catalog, error) {
-	paths, err := mappingsFromConfig(cfg)
+	paths, err := cfg.MappingPaths()
 	if err != nil {
 		return nil, nil, err
 	}
