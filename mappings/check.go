@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -76,6 +77,42 @@ type CheckEnv struct {
 	// CanSelect holds the tables (and views) the user may SELECT from,
 	// USAGE on their schema included.
 	CanSelect map[TableName]bool
+}
+
+// Report is what `decant check` prints (its --json output): every
+// problem, counted, and the aggregates that bound.
+type Report struct {
+	OK         bool      `json:"ok"`
+	Aggregates []string  `json:"aggregates"`
+	Errors     int       `json:"errors"`
+	Warnings   int       `json:"warnings"`
+	Problems   []Problem `json:"problems"`
+}
+
+// NewReport counts problems; OK means no error (warnings allowed).
+func NewReport(problems []Problem, aggregates []string) Report {
+	r := Report{Aggregates: append([]string{}, aggregates...), Problems: append([]Problem{}, problems...)}
+	for _, p := range problems {
+		if p.Severity == SeverityError {
+			r.Errors++
+		} else {
+			r.Warnings++
+		}
+	}
+	r.OK = r.Errors == 0
+	return r
+}
+
+// WriteText writes one block per problem and a summary line.
+func (r Report) WriteText(w io.Writer) {
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p.String())
+	}
+	if r.OK {
+		fmt.Fprintf(w, "ok: %d aggregate(s) checked, %d warning(s)\n", len(r.Aggregates), r.Warnings)
+	} else {
+		fmt.Fprintf(w, "%d error(s), %d warning(s)\n", r.Errors, r.Warnings)
+	}
 }
 
 // Check compares a bound model with the catalog and the server settings

@@ -3,6 +3,8 @@ package watermark
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,4 +128,59 @@ func SlotLagGauge(db Querier, slot string) prometheus.Collector {
 			}
 			return float64(*lag)
 		})
+}
+
+// WriteText writes the status for a terminal: the slot, one line per
+// stage, dead letters, documents and every warning.
+func (r *Status) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "slot %s: %s, confirmed %s, lag %s", r.Slot.Name, map[bool]string{true: "active", false: "INACTIVE"}[r.Slot.Active],
+		r.Slot.ConfirmedLSN, humanBytes(r.Slot.LagBytes))
+	if r.Slot.LagSeconds > 0 {
+		fmt.Fprintf(w, " (%s)", time.Duration(r.Slot.LagSeconds*float64(time.Second)).Round(time.Millisecond))
+	}
+	if r.Slot.SafeWALBytes != nil {
+		fmt.Fprintf(w, ", %s before max_slot_wal_keep_size", humanBytes(*r.Slot.SafeWALBytes))
+	}
+	fmt.Fprintln(w)
+	wm := r.Watermarks
+	fmt.Fprintf(w, "watermarks (WAL now %s):\n", wm.WALLSN)
+	for _, s := range []struct {
+		name string
+		st   Stage
+		unit string
+	}{{"stream", wm.Stream, "bytes"}, {"map", wm.Map, "records"}, {"build", wm.Build, "records"}} {
+		at := s.st.LSN
+		if at == "" {
+			at = "behind"
+		}
+		fmt.Fprintf(w, "  %-6s %-14s lag %d %s\n", s.name, at, s.st.Lag, s.unit)
+	}
+	fmt.Fprintf(w, "dead letters: %d", r.DLQ)
+	if r.DLQ > 0 {
+		fmt.Fprint(w, " (ever written to the .dlq topic: inspect them with the Kafka console consumer, see docs/operations.md)")
+	}
+	fmt.Fprintln(w)
+	if len(r.Documents) > 0 {
+		var parts []string
+		for a, n := range r.Documents {
+			parts = append(parts, fmt.Sprintf("%s=%d", a, n))
+		}
+		fmt.Fprintf(w, "documents: %s\n", strings.Join(parts, " "))
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+}
+
+// humanBytes renders a byte count with a binary unit.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

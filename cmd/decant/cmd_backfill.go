@@ -59,7 +59,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(stderr, "backfill", 1, err)
 	}
 	defer st.close()
-	if job.a, err = findAggregate(st.model, pos[0]); err != nil {
+	if job.a, err = st.model.FindAggregate(pos[0]); err != nil {
 		return fail(stderr, "backfill", 1, err)
 	}
 	job.st = st

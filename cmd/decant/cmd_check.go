@@ -34,14 +34,6 @@ Examples:
 Flags:
 `
 
-type checkReport struct {
-	OK         bool               `json:"ok"`
-	Aggregates []string           `json:"aggregates"`
-	Errors     int                `json:"errors"`
-	Warnings   int                `json:"warnings"`
-	Problems   []mappings.Problem `json:"problems"`
-}
-
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkHelp, stderr)
 	configPath := configFlag(fs)
@@ -53,31 +45,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !wantArgs(stderr, "check", pos, 0, "") {
 		return 2
 	}
-	report := checkReport{Aggregates: []string{}, Problems: []mappings.Problem{}}
-	problems, names := check(ctx, *configPath)
-	report.Problems = append(report.Problems, problems...)
-	report.Aggregates = append(report.Aggregates, names...)
-	for _, p := range report.Problems {
-		if p.Severity == mappings.SeverityError {
-			report.Errors++
-		} else {
-			report.Warnings++
-		}
-	}
-	report.OK = report.Errors == 0
+	report := mappings.NewReport(check(ctx, *configPath))
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(report)
 	} else {
-		for _, p := range report.Problems {
-			fmt.Fprintln(stdout, p.String())
-		}
-		if report.OK {
-			fmt.Fprintf(stdout, "ok: %d aggregate(s) checked, %d warning(s)\n", len(report.Aggregates), report.Warnings)
-		} else {
-			fmt.Fprintf(stdout, "%d error(s), %d warning(s)\n", report.Errors, report.Warnings)
-		}
+		report.WriteText(stdout)
 	}
 	if !report.OK {
 		return 1
@@ -123,9 +97,5 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 	}
 	env.CreatePublication = cfg.Postgres.CreatePublication
 	problems = append(problems, mappings.Check(model, cat, env)...)
-	var names []string
-	for _, a := range model.Aggregates {
-		names = append(names, a.Name)
-	}
-	return problems, names
+	return problems, model.AggregateNames()
 }

@@ -57,7 +57,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	a, aerr := findAggregate(model, pos[0])
+	a, aerr := model.FindAggregate(pos[0])
 	if aerr != nil {
 		if err != nil {
 			fmt.Fprintln(stderr, err)

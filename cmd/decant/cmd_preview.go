@@ -47,7 +47,7 @@ func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, "preview", 1, err)
 	}
 	defer st.close()
-	a, err := findAggregate(st.model, pos[0])
+	a, err := st.model.FindAggregate(pos[0])
 	if err != nil {
 		return fail(stderr, "preview", 1, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
@@ -192,19 +191,6 @@ func (s *stack) runStage(ctx context.Context, name string, run func(context.Cont
 
 // stageStopped is the log line of a stage that failed.
 var stageStopped = map[string]string{"stream": "streamer stopped", "map": "map stage stopped", "build": "build stage stopped"}
-
-// findAggregate looks an aggregate up by name; the error lists the names the
-// mappings define.
-func findAggregate(model *mappings.Model, name string) (*mappings.Aggregate, error) {
-	if a := model.Aggregate(name); a != nil {
-		return a, nil
-	}
-	var names []string
-	for _, x := range model.Aggregates {
-		names = append(names, x.Name)
-	}
-	return nil, fmt.Errorf("no aggregate %q; the mappings define: %s", name, strings.Join(names, ", "))
-}
 
 // loadModel connects to PostgreSQL and binds the config's mappings to the
 // live catalog; see loadAndBind.
