@@ -16,29 +16,8 @@ func init() {
 	register("backfill", "rebuild every document of an aggregate (--reindex: into a new index)", runBackfill)
 }
 
-const backfillHelp = `Usage: decant backfill <aggregate> [--reindex] [--build] [--no-wait] [--config decant.yaml]
-
-Enqueues every root id of the aggregate into <prefix>.refs.<aggregate>
-(keyset pagination, bounded memory), then waits until the build stage's
-consumer group has built them all, with a progress line (count, rate, ETA)
-on stderr. The documents are built by whatever build stage runs (decant run
-or decant build, in any process); --build runs one in this process too.
-
---reindex applies a mapping change without downtime: creates the new
-concrete index, makes every running sink write to both indexes, backfills,
-then swaps the alias atomically and deletes the old index.
-
-Examples:
-  decant backfill customer
-  decant backfill customer --build            # no decant run/build running
-  decant backfill customer --reindex          # after changing its mapping
-  decant backfill customer --no-wait          # enqueue only
-
-Flags:
-`
-
 func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backfill", backfillHelp, stderr)
+	fs := newFlagSet("backfill", stderr)
 	configPath := configFlag(fs)
 	job := &backfillJob{stdout: stdout, stderr: stderr}
 	fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")

@@ -12,24 +12,8 @@ func init() {
 	register("build", "run the build stage: refs → documents → aggregate topics and Elasticsearch", runBuild)
 }
 
-const buildHelp = `Usage: decant build [--config decant.yaml]
-
-Runs the build stage until SIGINT or SIGTERM: consumes the refs topics
-(consumer group <resolver.group>.build), builds each batch of documents with
-one SQL statement in a snapshot where the triggering transactions are
-visible, and writes them to <prefix>.agg.<aggregate> and to Elasticsearch
-(unless elasticsearch.urls is empty). Offsets are committed only after both
-sinks accepted the documents. Run several to share the refs partitions.
-
-Examples:
-  decant build
-  DECANT_ELASTICSEARCH_URLS=http://es:9200 decant build --config /etc/decant/decant.yaml
-
-Flags:
-`
-
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("build", buildHelp, stderr)
+	fs := newFlagSet("build", stderr)
 	configPath := configFlag(fs)
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {

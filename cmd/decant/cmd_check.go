@@ -14,27 +14,8 @@ func init() {
 	register("check", "check config and mappings against the live database", runCheck)
 }
 
-const checkHelp = `Usage: decant check [--config decant.yaml] [--json]
-
-Loads the config and every mapping file, connects to PostgreSQL and reports
-every problem with the SQL or command that fixes it: unknown tables and
-columns, join column type mismatches, tables whose replica identity must be
-FULL, tables missing from the publication, missing privileges (SELECT,
-REPLICATION), wal_level, and join columns without an index (a warning).
-
-Exit status: 0 when there is no error (warnings allowed), 1 otherwise,
-2 for bad flags.
-
-Examples:
-  decant check
-  decant check --config /etc/decant/decant.yaml
-  decant check --json | jq '.problems[] | select(.severity == "error") | .fix'
-
-Flags:
-`
-
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", checkHelp, stderr)
+	fs := newFlagSet("check", stderr)
 	configPath := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pos, code, ok := parseFlags(fs, args)

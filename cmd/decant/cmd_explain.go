@@ -14,25 +14,8 @@ func init() {
 	register("explain", "print the generated SQL of an aggregate (build and routes)", runExplain)
 }
 
-const explainHelp = `Usage: decant explain <aggregate> [--config decant.yaml] [--index]
-
-Binds the mappings to the live database catalog and prints the aggregate's
-generated SQL: the build statement (one row per id: the id columns and the
-document) and, for every table the aggregate uses, the route that turns a
-changed row into aggregate ids, with its lookup statement. Parameters are
-text[] arrays of key values, cast in SQL.
-
-With --index it prints the Elasticsearch index settings and mapping instead.
-
-Examples:
-  decant explain customer
-  decant explain customer --index | jq .mappings.properties
-
-Flags:
-`
-
 func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", explainHelp, stderr)
+	fs := newFlagSet("explain", stderr)
 	configPath := configFlag(fs)
 	index := fs.Bool("index", false, "print the Elasticsearch index settings and mapping")
 	pos, code, ok := parseFlags(fs, args)

@@ -16,32 +16,13 @@ func init() {
 	register("init", "write a starting mapping from the database's foreign keys", runInit)
 }
 
-const initHelp = `Usage: decant init [--config decant.yaml] [--schema S] [--root T]... [--depth N] [--out FILE]
-
-Reads the foreign keys of the database named by the config (postgres.dsn)
-and writes a starting mapping file:
-  - roots: the tables named with --root, else every table with a primary key,
-    no NOT NULL foreign key to another table, that is not a join table;
-  - one-to-many (or one-to-one, when the foreign key is unique) for each
-    table whose foreign key points at a mapped table, up to --depth levels;
-  - many-to-one objects for each foreign key of a mapped table;
-  - many-to-many lists through join tables (primary key = two foreign keys).
-Comments in the output mark the choices to review. Then run decant check.
-
-Examples:
-  decant init > mappings/shop.yaml
-  decant init --schema sales --root orders --root customers --out mappings/sales.yaml
-
-Flags:
-`
-
 type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("init", initHelp, stderr)
+	fs := newFlagSet("init", stderr)
 	configPath := configFlag(fs)
 	var opts mappings.InitOptions
 	fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")

@@ -13,27 +13,8 @@ func init() {
 	register("preview", "print the document of one aggregate id as it would be indexed", runPreview)
 }
 
-const previewHelp = `Usage: decant preview <aggregate> <id> [--config decant.yaml]
-
-Builds the document of one id with the same statement and version rule as
-the build stage and prints its envelope (as written to the aggregate topic)
-as indented JSON. Nothing is written anywhere. An id without a root row
-prints a deleted envelope (doc null).
-
-The id is a JSON object naming every id column, or a bare value when the
-id has one column.
-
-Examples:
-  decant preview customer 7
-  decant preview customer '{"id":7}'
-  decant preview order_line '{"order_id":7,"line_no":2}'
-  decant preview customer 7 | jq .doc.orders
-
-Flags:
-`
-
 func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("preview", previewHelp, stderr)
+	fs := newFlagSet("preview", stderr)
 	configPath := configFlag(fs)
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {

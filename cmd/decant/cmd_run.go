@@ -23,30 +23,8 @@ func init() {
 	register("run", "run every stage (stream, map, build, index) in one process", runRun)
 }
 
-const runHelp = `Usage: decant run [--config decant.yaml] [--no-backfill]
-
-Runs the whole pipeline in one process: the streamer (PostgreSQL → raw
-topics), the map stage (raw changes → refs), the build stage (refs →
-documents) and the sinks (aggregate topics and Elasticsearch), plus the HTTP
-port with /metrics, /healthz, /readyz, /v1/watermarks and /v1/wait.
-
-Everything is validated before anything is created: config keys, mappings
-against the live catalog, and that PostgreSQL, Kafka and Elasticsearch
-answer. On first start of an aggregate that has no documents yet, every
-document is built (backfill). SIGTERM or Ctrl-C stops taking new work,
-lets the streamer flush what it produced and confirm it, and exits 0; a map
-or build batch cut short is not committed and is redone after restart, which
-versions make harmless.
-
-Examples:
-  decant run --config decant.yaml
-  DECANT_POSTGRES_DSN=postgres://decant:secret@db/shop DECANT_KAFKA_BROKERS=k1:9092,k2:9092 decant run
-
-Flags:
-`
-
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", runHelp, stderr)
+	fs := newFlagSet("run", stderr)
 	cfgPath := configFlag(fs)
 	noBackfill := fs.Bool("no-backfill", false, "do not build every document of an aggregate that has none yet")
 	if pos, code, ok := parseFlags(fs, args); !ok {

@@ -15,23 +15,8 @@ func init() {
 	register("status", "show slot lag, stage lag, watermarks, DLQ counts and documents", runStatus)
 }
 
-const statusHelp = `Usage: decant status [--json] [--config decant.yaml]
-
-Prints how far each stage has got: the replication slot's lag (bytes and
-time) and WAL retention headroom, each consumer group's lag, the watermarks,
-dead-letter counts and documents per aggregate. Exit status 1 when a
-warning needs attention (no streamer on the slot, slot close to
-max_slot_wal_keep_size, or WAL lost).
-
-Examples:
-  decant status
-  decant status --json | jq .slot.lag_bytes
-
-Flags:
-`
-
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", statusHelp, stderr)
+	fs := newFlagSet("status", stderr)
 	cfgPath := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
 	if _, code, ok := parseFlags(fs, args); !ok {

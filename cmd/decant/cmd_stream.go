@@ -11,22 +11,8 @@ func init() {
 	register("stream", "stream committed row changes from PostgreSQL into Kafka raw topics", runStream)
 }
 
-const streamHelp = `Usage: decant stream [--config decant.yaml]
-
-Runs the streamer stage alone: takes the replication slot (creating it and
-snapshotting every published table on first start), then writes every
-committed row change to <prefix>.raw.<schema>.<table>. A second instance
-stands by and takes over when the first dies: the slot is the lock.
-
-Examples:
-  decant stream --config decant.yaml
-  DECANT_POSTGRES_SLOT=decant_eu decant stream
-
-Flags:
-`
-
 func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("stream", streamHelp, stderr)
+	fs := newFlagSet("stream", stderr)
 	cfgPath := configFlag(fs)
 	if _, code, ok := parseFlags(fs, args); !ok {
 		return code

@@ -18,22 +18,8 @@ func init() {
 	register("wait", "block until a WAL position is reflected in every sink", runWait)
 }
 
-const waitHelp = `Usage: decant wait --lsn LSN [--timeout 30s] [--config decant.yaml]
-
-Returns (exit 0) once every change committed at or before LSN is in the
-aggregate topics and Elasticsearch, and searchable; exit 1 on timeout. It
-reads the stages' progress from PostgreSQL and Kafka, so it works whether the
-stages run in one 'decant run' or in separate processes.
-
-Examples:
-  LSN=$(psql -Atc 'SELECT pg_current_wal_lsn()') && decant wait --lsn "$LSN"
-  decant wait --lsn 0/16B3748 --timeout 5s
-
-Flags:
-`
-
 func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("wait", waitHelp, stderr)
+	fs := newFlagSet("wait", stderr)
 	cfgPath := configFlag(fs)
 	lsnArg := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")

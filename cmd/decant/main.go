@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -50,30 +52,28 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return c.run(ctx, args[1:], stdout, stderr)
 }
 
+// help holds the --help text of every command (help/<command>.txt) and of
+// decant itself (help/decant.txt): prose, kept apart from the wiring.
+//
+//go:embed help/*.txt
+var help embed.FS
+
+func helpText(name string) string {
+	b, _ := help.ReadFile("help/" + name + ".txt")
+	return string(b)
+}
+
 func usage(w io.Writer) {
-	fmt.Fprint(w, `decant streams PostgreSQL changes into Kafka and keeps denormalized documents
-in Kafka aggregate topics and Elasticsearch in sync with the database.
-
-Usage: decant <command> [flags]
-
-Commands:
-`)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var list strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(&list, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprint(w, `
-Examples:
-  decant check --config decant.yaml        # validate config and mappings against the database
-  decant run --config decant.yaml          # run every stage in one process
-  decant preview customer '{"id":7}'       # print one document as it would be indexed
-
-Run 'decant <command> --help' for a command's flags. Docs: docs/README.md
-`)
+	fmt.Fprint(w, strings.Replace(helpText("decant"), "{{commands}}", list.String(), 1))
 }
 
 // configFlag adds the --config flag every subcommand shares.
@@ -105,11 +105,13 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
-func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet is the flag set of a command; -h prints help/<name>.txt and
+// the flags.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
+		fmt.Fprint(fs.Output(), helpText(name))
 		fs.PrintDefaults()
 	}
 	return fs
