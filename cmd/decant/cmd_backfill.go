@@ -52,7 +52,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return fail(stderr, "backfill", 1, err)
 		}
 	}
-	err = job.fill(ctx)
+	err = resolver.BackfillAndWait(ctx, st.rcfg, st.pool, st.model, job.a.Name, job.noWait, stdout, stderr)
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("interrupted; the ids already enqueued will still be built")
 	}
@@ -108,31 +108,6 @@ func (j *backfillJob) startBuild(ctx context.Context) error {
 	return nil
 }
 
-// fill enqueues every id of the aggregate, then (unless --no-wait) waits
-// until the build stage has built them, drawing progress on stderr.
-func (j *backfillJob) fill(ctx context.Context) error {
-	st, a := j.st, j.a
-	bar := newProgressLine(j.stderr, "enqueue "+a.Name)
-	bf, err := resolver.Backfill(ctx, st.rcfg, st.pool, st.model, a.Name, resolver.BackfillOptions{Progress: bar.update})
-	bar.finish()
-	if err != nil {
-		return err
-	}
-	if j.noWait {
-		fmt.Fprintf(j.stdout, "enqueued %d ids of %s\n", bf.Count, a.Name)
-		return nil
-	}
-	bar = newProgressLine(j.stderr, "build "+a.Name)
-	bar.hint = "no progress for 30s: is a build stage running? (decant run, decant build, or add --build)"
-	err = resolver.WaitBuilt(ctx, st.rcfg, bf, bar.update)
-	bar.finish()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(j.stdout, "built %d documents of %s\n", bf.Count, a.Name)
-	return nil
-}
-
 // runReindex builds into a new concrete index, then swaps the alias
 // (indexer.Reindex), and returns the exit status.
 func (j *backfillJob) runReindex(ctx context.Context) int {
@@ -150,7 +125,7 @@ func (j *backfillJob) runReindex(ctx context.Context) int {
 				return err
 			}
 		}
-		return j.fill(fillCtx)
+		return resolver.BackfillAndWait(fillCtx, j.st.rcfg, j.st.pool, j.st.model, j.a.Name, false, j.stdout, j.stderr)
 	})
 	if err != nil {
 		return fail(j.stderr, "backfill", 1, err)
