@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -12,52 +12,44 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-func init() {
-	register("backfill", "rebuild every document of an aggregate (--reindex: into a new index)", runBackfill)
-}
+var runBackfill = register(command{name: "backfill", summary: "rebuild every document of an aggregate (--reindex: into a new index)",
+	nargs: 1, hint: "name one aggregate, e.g. decant backfill customer", flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		job := &backfillJob{}
+		fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")
+		fs.BoolVar(&job.build, "build", false, "run a build stage in this process while waiting")
+		fs.BoolVar(&job.noWait, "no-wait", false, "return once the ids are enqueued")
+		return job.run
+	}})
 
-func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backfill", stderr)
-	configPath := configFlag(fs)
-	job := &backfillJob{stdout: stdout, stderr: stderr}
-	fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")
-	fs.BoolVar(&job.build, "build", false, "run a build stage in this process while waiting")
-	fs.BoolVar(&job.noWait, "no-wait", false, "return once the ids are enqueued")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
+func (j *backfillJob) run(ctx context.Context, c *call) int {
+	if j.reindex && j.noWait {
+		return c.fail(2, errors.New("--reindex waits for the documents before it swaps the alias; drop --no-wait"))
 	}
-	if !wantArgs(stderr, "backfill", pos, 1, "name one aggregate, e.g. decant backfill customer") {
-		return 2
-	}
-	if job.reindex && job.noWait {
-		return fail(stderr, "backfill", 2, errors.New("--reindex waits for the documents before it swaps the alias; drop --no-wait"))
-	}
-	st, err := openStack(ctx, *configPath, "decant-backfill", stderr)
+	st, err := c.openStack(ctx)
 	if err != nil {
-		return fail(stderr, "backfill", 1, err)
+		return c.fail(1, err)
 	}
 	defer st.close()
-	if job.a, err = st.model.FindAggregate(pos[0]); err != nil {
-		return fail(stderr, "backfill", 1, err)
+	if j.a, err = st.model.FindAggregate(c.args[0]); err != nil {
+		return c.fail(1, err)
 	}
-	job.st = st
+	j.st, j.call = st, c
 	ctx, cancel := context.WithCancel(ctx)
-	defer job.stop(cancel)
-	if job.reindex {
-		return job.runReindex(ctx)
+	defer j.stop(cancel)
+	if j.reindex {
+		return j.runReindex(ctx)
 	}
-	if job.build {
-		if err := job.startBuild(ctx); err != nil {
-			return fail(stderr, "backfill", 1, err)
+	if j.build {
+		if err := j.startBuild(ctx); err != nil {
+			return c.fail(1, err)
 		}
 	}
-	err = resolver.BackfillAndWait(ctx, st.rcfg, st.pool, st.model, job.a.Name, job.noWait, stdout, stderr)
+	err = resolver.BackfillAndWait(ctx, st.rcfg, st.pool, st.model, j.a.Name, j.noWait, c.stdout, c.stderr)
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("interrupted; the ids already enqueued will still be built")
 	}
 	if err != nil {
-		return fail(stderr, "backfill", 1, err)
+		return c.fail(1, err)
 	}
 	return 0
 }
@@ -66,10 +58,10 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // are built, optionally with a build stage in this process (--build) and
 // into a new index (--reindex).
 type backfillJob struct {
+	*call
 	st                     *stack
 	a                      *mappings.Aggregate
 	reindex, build, noWait bool
-	stdout, stderr         io.Writer
 
 	wg      sync.WaitGroup // the build stage of --build
 	closers []func()       // run after the build stage stopped
@@ -113,10 +105,10 @@ func (j *backfillJob) startBuild(ctx context.Context) error {
 func (j *backfillJob) runReindex(ctx context.Context) int {
 	es, err := indexer.NewClient(j.st.cfg.Elasticsearch)
 	if err != nil {
-		return fail(j.stderr, "backfill", 1, err)
+		return j.fail(1, err)
 	}
 	if es == nil {
-		return fail(j.stderr, "backfill", 2, errors.New("--reindex needs Elasticsearch (elasticsearch.urls is empty)"))
+		return j.fail(2, errors.New("--reindex needs Elasticsearch (elasticsearch.urls is empty)"))
 	}
 	spec := indexer.SpecFor(j.a, false)
 	err = indexer.Reindex(ctx, es, spec, indexer.ReindexOptions{Logger: j.st.log}, func(fillCtx context.Context) error {
@@ -128,7 +120,7 @@ func (j *backfillJob) runReindex(ctx context.Context) int {
 		return resolver.BackfillAndWait(fillCtx, j.st.rcfg, j.st.pool, j.st.model, j.a.Name, false, j.stdout, j.stderr)
 	})
 	if err != nil {
-		return fail(j.stderr, "backfill", 1, err)
+		return j.fail(1, err)
 	}
 	fmt.Fprintf(j.stdout, "reindexed %s: alias %s now points at %s\n", j.a.Name, j.a.Index, spec.IndexName())
 	return 0

@@ -2,42 +2,30 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/resolver"
 )
 
-func init() {
-	register("build", "run the build stage: refs → documents → aggregate topics and Elasticsearch", runBuild)
-}
+var runBuild = register(command{name: "build", summary: "run the build stage: refs → documents → aggregate topics and Elasticsearch", flags: noFlags(buildStage)})
 
-func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("build", stderr)
-	configPath := configFlag(fs)
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if !wantArgs(stderr, "build", pos, 0, "") {
-		return 2
-	}
-	st, err := openStack(ctx, *configPath, "decant-build", stderr)
+func buildStage(ctx context.Context, c *call) int {
+	st, err := c.openStack(ctx)
 	if err != nil {
-		return fail(stderr, "build", 1, err)
+		return c.fail(1, err)
 	}
 	defer st.close()
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
-		return fail(stderr, "build", 1, err)
+		return c.fail(1, err)
 	}
 	defer closeSinks()
 	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {
-		return fail(stderr, "build", 1, err)
+		return c.fail(1, err)
 	}
 	defer b.Close()
-	return st.runStage(ctx, "build", b.Run)
+	return st.runStage(ctx, "build", "build stage stopped", b.Run)
 }
 
 // newSinks creates the aggregate topic sink and, when Elasticsearch is

@@ -2,42 +2,29 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
+	"flag"
 	"os"
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
 )
 
-func init() {
-	register("check", "check config and mappings against the live database", runCheck)
-}
-
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", stderr)
-	configPath := configFlag(fs)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if !wantArgs(stderr, "check", pos, 0, "") {
-		return 2
-	}
-	report := mappings.NewReport(check(ctx, *configPath))
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(report)
-	} else {
-		report.WriteText(stdout)
-	}
-	if !report.OK {
-		return 1
-	}
-	return 0
-}
+var runCheck = register(command{name: "check", summary: "check config and mappings against the live database",
+	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		asJSON := fs.Bool("json", false, "print the report as JSON")
+		return func(ctx context.Context, c *call) int {
+			report := mappings.NewReport(check(ctx, c.configPath))
+			if *asJSON {
+				writeJSON(c.stdout, report)
+			} else {
+				report.WriteText(c.stdout)
+			}
+			if !report.OK {
+				return 1
+			}
+			return 0
+		}
+	}})
 
 // check runs every check it can and returns the problems and the names of
 // the aggregates that bound.

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -12,56 +12,48 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 )
 
-func init() {
-	register("init", "write a starting mapping from the database's foreign keys", runInit)
-}
+var runInit = register(command{name: "init", summary: "write a starting mapping from the database's foreign keys",
+	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		var opts mappings.InitOptions
+		fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
+		fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
+		fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
+		out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
+		return func(ctx context.Context, c *call) int { return initMapping(ctx, c, opts, *out) }
+	}})
 
 type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
-func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("init", stderr)
-	configPath := configFlag(fs)
-	var opts mappings.InitOptions
-	fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
-	fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
-	fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
-	out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if !wantArgs(stderr, "init", pos, 0, "") {
-		return 2
-	}
-	cfg, err := config.Load(*configPath, os.Environ())
+func initMapping(ctx context.Context, c *call, opts mappings.InitOptions, out string) int {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(c.stderr, err)
 		return 1
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		return fail(stderr, "init", 1, err)
+		return c.fail(1, err)
 	}
 	defer conn.Close(context.Background())
 	cat, err := mappings.ReadCatalog(ctx, conn)
 	if err != nil {
-		return fail(stderr, "init", 1, err)
+		return c.fail(1, err)
 	}
 	data, err := mappings.Init(cat, opts)
 	if err != nil {
-		return fail(stderr, "init", 1, err)
+		return c.fail(1, err)
 	}
-	if *out == "" {
-		_, _ = stdout.Write(data)
+	if out == "" {
+		_, _ = c.stdout.Write(data)
 		return 0
 	}
-	if err := writeNew(*out, data); err != nil {
-		return fail(stderr, "init", 1, err)
+	if err := writeNew(out, data); err != nil {
+		return c.fail(1, err)
 	}
-	fmt.Fprintf(stderr, "wrote %s; review it, then run decant check\n", *out)
+	fmt.Fprintf(c.stderr, "wrote %s; review it, then run decant check\n", out)
 	return 0
 }
 

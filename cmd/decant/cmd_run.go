@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,31 +20,22 @@ import (
 	"github.com/decant-cdc/decant/streamer"
 )
 
-func init() {
-	register("run", "run every stage (stream, map, build, index) in one process", runRun)
-}
+var runRun = register(command{name: "run", summary: "run every stage (stream, map, build, index) in one process",
+	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		noBackfill := fs.Bool("no-backfill", false, "do not build every document of an aggregate that has none yet")
+		return func(ctx context.Context, c *call) int { return runAll(ctx, c, !*noBackfill) }
+	}})
 
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", stderr)
-	cfgPath := configFlag(fs)
-	noBackfill := fs.Bool("no-backfill", false, "do not build every document of an aggregate that has none yet")
-	if pos, code, ok := parseFlags(fs, args); !ok {
-		return code
-	} else if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant run: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	cfg, err := config.Load(*cfgPath, os.Environ())
+func runAll(ctx context.Context, c *call, backfill bool) int {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		fmt.Fprintf(stderr, "decant run: %v\n", err)
-		return 2
+		return c.fail(2, err)
 	}
-	log := cfg.Log.NewLogger(stderr)
-	if err := run(ctx, cfg, !*noBackfill, stderr); err != nil {
+	log := cfg.Log.NewLogger(c.stderr)
+	if err := run(ctx, cfg, backfill, c.stderr); err != nil {
 		var ve *validationError
 		if errors.As(err, &ve) {
-			fmt.Fprintf(stderr, "decant run: %v\nnothing was created; fix the above and start again (decant check helps)\n", ve.err)
-			return 2
+			return c.fail(2, fmt.Errorf("%w\nnothing was created; fix the above and start again (decant check helps)", ve.err))
 		}
 		log.Error("decant run stopped", "err", err)
 		return 1

@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
+	"flag"
 	"os"
 
 	"github.com/decant-cdc/decant/config"
@@ -11,24 +10,20 @@ import (
 	"github.com/decant-cdc/decant/watermark"
 )
 
-func init() {
-	register("status", "show slot lag, stage lag, watermarks, DLQ counts and documents", runStatus)
-}
+var runStatus = register(command{name: "status", summary: "show slot lag, stage lag, watermarks, DLQ counts and documents",
+	nargs: -1, flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		asJSON := fs.Bool("json", false, "print JSON for scripts")
+		return func(ctx context.Context, c *call) int { return status(ctx, c, *asJSON) }
+	}})
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", stderr)
-	cfgPath := configFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
-	if _, code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	cfg, err := config.Load(*cfgPath, os.Environ())
+func status(ctx context.Context, c *call, asJSON bool) int {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		return fail(stderr, "status", 2, err)
+		return c.fail(2, err)
 	}
-	w, err := openWatch(ctx, cfg, "decant-status", stderr)
+	w, err := openWatch(ctx, cfg, "decant-status", c.stderr)
 	if err != nil {
-		return fail(stderr, "status", 1, err)
+		return c.fail(1, err)
 	}
 	defer w.close()
 	var count watermark.DocumentCounter
@@ -39,14 +34,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	rep, err := w.tracker.Status(ctx, count)
 	if err != nil {
-		return fail(stderr, "status", 1, err)
+		return c.fail(1, err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+	if asJSON {
+		writeJSON(c.stdout, rep)
 	} else {
-		rep.WriteText(stdout)
+		rep.WriteText(c.stdout)
 	}
 	if len(rep.Warnings) > 0 {
 		return 1

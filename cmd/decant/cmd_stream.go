@@ -2,32 +2,24 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/decant-cdc/decant/streamer"
 )
 
-func init() {
-	register("stream", "stream committed row changes from PostgreSQL into Kafka raw topics", runStream)
-}
+var runStream = register(command{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics", nargs: -1, flags: noFlags(streamStage)})
 
-func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("stream", stderr)
-	cfgPath := configFlag(fs)
-	if _, code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	st, err := openStack(ctx, *cfgPath, "decant-stream", stderr)
+func streamStage(ctx context.Context, c *call) int {
+	st, err := c.openStack(ctx)
 	if err != nil {
-		return fail(stderr, "stream", 1, err)
+		return c.fail(1, err)
 	}
 	defer st.close()
 	s, err := streamer.New(st.streamerConfig())
 	if err != nil {
-		return fail(stderr, "stream", 2, err)
+		return c.fail(2, err)
 	}
 	defer s.Close()
-	return st.runStage(ctx, "stream", s.Run)
+	return st.runStage(ctx, "stream", "streamer stopped", s.Run)
 }
 
 // streamerConfig maps decant.yaml onto the streamer. When the publication

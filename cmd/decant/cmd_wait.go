@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -14,40 +14,36 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
-func init() {
-	register("wait", "block until a WAL position is reflected in every sink", runWait)
-}
+var runWait = register(command{name: "wait", summary: "block until a WAL position is reflected in every sink",
+	nargs: -1, flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		lsn := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
+		timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+		return func(ctx context.Context, c *call) int { return wait(ctx, c, *lsn, *timeout) }
+	}})
 
-func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("wait", stderr)
-	cfgPath := configFlag(fs)
-	lsnArg := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if _, code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	lsn, err := wire.ParseLSN(*lsnArg)
+func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) int {
+	lsn, err := wire.ParseLSN(lsnArg)
 	if err != nil {
-		return fail(stderr, "wait", 2, fmt.Errorf("--lsn: %w", err))
+		return c.fail(2, fmt.Errorf("--lsn: %w", err))
 	}
-	cfg, err := config.Load(*cfgPath, os.Environ())
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		return fail(stderr, "wait", 2, err)
+		return c.fail(2, err)
 	}
-	w, err := openWatch(ctx, cfg, "decant-wait", stderr)
+	w, err := openWatch(ctx, cfg, "decant-wait", c.stderr)
 	if err != nil {
-		return fail(stderr, "wait", 1, err)
+		return c.fail(1, err)
 	}
 	defer w.close()
 	started := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := opsapi.WaitVisible(wctx, w.tracker, indexer.Refresher(w.es, w.aliases()), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
-			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), *timeout, err)
+			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}
-		return fail(stderr, "wait", 1, err)
+		return c.fail(1, err)
 	}
-	fmt.Fprintf(stdout, "%s indexed (waited %s)\n", wire.FormatLSN(lsn), time.Since(started).Round(time.Millisecond))
+	fmt.Fprintf(c.stdout, "%s indexed (waited %s)\n", wire.FormatLSN(lsn), time.Since(started).Round(time.Millisecond))
 	return 0
 }

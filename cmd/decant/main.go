@@ -2,12 +2,14 @@
 // normalized PostgreSQL database. See README.md and docs/.
 //
 // This package is wiring only: each subcommand parses its flags, loads the
-// config and calls into the stage packages.
+// config and calls into the stage packages. Its --help text is
+// help/<command>.txt.
 package main
 
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,17 +21,34 @@ import (
 	"syscall"
 )
 
-// command is one subcommand. run returns the process exit status.
+// command is one subcommand. run parses its flags and positional
+// arguments, then calls the body its flags function returned.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	name, summary string
+	// nargs is how many positional arguments it takes; -1 ignores them.
+	nargs int
+	// hint is printed when the count is wrong; "" names the first
+	// unexpected argument.
+	hint string
+	// flags adds the command's own flags (--config is shared) and returns
+	// its body, which returns the process exit status.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, c *call) int
 }
 
-// commands is filled by the init functions of the cmd_*.go files.
+// call is one invocation of a command, its flags parsed.
+type call struct {
+	name, configPath string
+	args             []string
+	stdout, stderr   io.Writer
+}
+
+// commands is filled by the cmd_*.go files.
 var commands = map[string]command{}
 
-func register(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
-	commands[name] = command{summary: summary, run: run}
+// register adds a command and returns its entry point.
+func register(c command) func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	commands[c.name] = c
+	return c.run
 }
 
 func main() {
@@ -76,63 +95,58 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, strings.Replace(helpText("decant"), "{{commands}}", list.String(), 1))
 }
 
-// configFlag adds the --config flag every subcommand shares.
-func configFlag(fs *flag.FlagSet) *string {
+// run parses args, allowing flags after positional arguments, and runs
+// the command. --config defaults to $DECANT_CONFIG, else decant.yaml.
+func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), helpText(c.name))
+		fs.PrintDefaults()
+	}
 	def := os.Getenv("DECANT_CONFIG")
 	if def == "" {
 		def = "decant.yaml"
 	}
-	return fs.String("config", def, "config file (env DECANT_CONFIG)")
-}
-
-// parseFlags parses args, allowing flags after positional arguments. It
-// returns the positional arguments, or an exit status when it should stop.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	configPath := fs.String("config", def, "config file (env DECANT_CONFIG)")
+	body := c.flags(fs)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, 0, false
-			}
-			return nil, 2, false
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return 0
+		} else if err != nil {
+			return 2
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, 0, true
+		if args = fs.Args(); len(args) == 0 {
+			break
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		pos, args = append(pos, args[0]), args[1:]
 	}
+	if c.nargs >= 0 && len(pos) != c.nargs {
+		if c.hint == "" {
+			fmt.Fprintf(stderr, "decant %s: unexpected argument %q\n", c.name, pos[c.nargs])
+		} else {
+			fmt.Fprintf(stderr, "decant %s: %s\n", c.name, c.hint)
+		}
+		return 2
+	}
+	return body(ctx, &call{name: c.name, configPath: *configPath, args: pos, stdout: stdout, stderr: stderr})
 }
 
-// newFlagSet is the flag set of a command; -h prints help/<name>.txt and
-// the flags.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), helpText(name))
-		fs.PrintDefaults()
-	}
-	return fs
+// noFlags is the flags function of a command with only --config.
+func noFlags(body func(ctx context.Context, c *call) int) func(*flag.FlagSet) func(context.Context, *call) int {
+	return func(*flag.FlagSet) func(context.Context, *call) int { return body }
 }
 
-// wantArgs reports whether pos holds n positional arguments. Otherwise it
-// prints hint, or names the first unexpected argument when hint is "".
-func wantArgs(stderr io.Writer, name string, pos []string, n int, hint string) bool {
-	switch {
-	case len(pos) == n:
-		return true
-	case hint == "":
-		fmt.Fprintf(stderr, "decant %s: unexpected argument %q\n", name, pos[n])
-	default:
-		fmt.Fprintf(stderr, "decant %s: %s\n", name, hint)
-	}
-	return false
-}
-
-// fail prints "decant <name>: <err>" and returns the exit status code.
-func fail(stderr io.Writer, name string, code int, err error) int {
-	fmt.Fprintf(stderr, "decant %s: %v\n", name, err)
+// fail prints "decant <command>: <err>" and returns the exit status code.
+func (c *call) fail(code int, err error) int {
+	fmt.Fprintf(c.stderr, "decant %s: %v\n", c.name, err)
 	return code
+}
+
+// writeJSON writes v as indented JSON, for scripts.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -42,13 +42,14 @@ type stack struct {
 
 func (s *stack) close() { s.pool.Close() }
 
-// openStack loads the config and opens the stack; see openStackFrom.
-func openStack(ctx context.Context, configPath, appName string, stderr io.Writer) (*stack, error) {
-	cfg, err := config.Load(configPath, os.Environ())
+// openStack loads the config and opens the stack, its connections named
+// decant-<command> (application_name); see openStackFrom.
+func (c *call) openStack(ctx context.Context) (*stack, error) {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
 		return nil, err
 	}
-	return openStackFrom(ctx, cfg, appName, stderr)
+	return openStackFrom(ctx, cfg, "decant-"+c.name, c.stderr)
 }
 
 // openStackFrom binds the mappings to the live catalog and opens the pool.
@@ -178,19 +179,16 @@ func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
 
 // runStage runs one stage until ctx ends, serving the HTTP port beside
 // it, and returns the exit status: 1 when the stage failed.
-func (s *stack) runStage(ctx context.Context, name string, run func(context.Context) error) int {
+func (s *stack) runStage(ctx context.Context, name, stopped string, run func(context.Context) error) int {
 	ops, stopOps := s.startOps(ctx)
 	defer stopOps()
 	ops.SetStage(name, true)
 	if err := run(ctx); err != nil {
-		s.log.Error(stageStopped[name], "err", err)
+		s.log.Error(stopped, "err", err)
 		return 1
 	}
 	return 0
 }
-
-// stageStopped is the log line of a stage that failed.
-var stageStopped = map[string]string{"stream": "streamer stopped", "map": "map stage stopped", "build": "build stage stopped"}
 
 // loadModel connects to PostgreSQL and binds the config's mappings to the
 // live catalog; see loadAndBind.
