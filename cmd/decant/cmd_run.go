@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/config"
@@ -18,6 +17,7 @@ import (
 	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/streamer"
+	"github.com/decant-cdc/decant/watermark"
 )
 
 var runRun = register(command{name: "run", summary: "run every stage (stream, map, build, index) in one process",
@@ -52,7 +52,7 @@ func (e *validationError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Writer) error {
 	// 1. Validate everything before creating anything.
-	st, adm, es, closeAll, err := openRun(ctx, cfg, stderr)
+	st, tracker, es, closeAll, err := openRun(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 		return err
 	}
 	defer builder.Close()
-	ops := opsapi.NewServer(st.log, st.tracker(adm), indexer.Refresher(es, st.aliases()), st.reg)
+	ops := opsapi.NewServer(st.log, tracker, indexer.Refresher(es, st.aliases()), st.reg)
 
 	// 3. Run until ctx ends or a stage fails; a failing stage stops the others.
 	g, gctx := errgroup.WithContext(ctx)
@@ -118,11 +118,12 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 // openRun checks that the mappings bind, the before images suffice, and
 // PostgreSQL, Kafka and Elasticsearch answer; every error is a
 // *validationError. closeAll closes what it opened.
-func openRun(ctx context.Context, cfg *config.Config, stderr io.Writer) (st *stack, adm *kadm.Client, es *elasticsearch.Client, closeAll func(), err error) {
+func openRun(ctx context.Context, cfg *config.Config, stderr io.Writer) (st *stack, tracker *watermark.Tracker, es *elasticsearch.Client, closeAll func(), err error) {
 	log := cfg.Log.NewLogger(stderr)
 	log.Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
 		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
-	fail := func(err error) (*stack, *kadm.Client, *elasticsearch.Client, func(), error) {
+	var closeKafka func()
+	fail := func(err error) (*stack, *watermark.Tracker, *elasticsearch.Client, func(), error) {
 		return nil, nil, nil, nil, &validationError{err}
 	}
 	conn, err := connectPG(ctx, cfg)
@@ -137,19 +138,20 @@ func openRun(ctx context.Context, cfg *config.Config, stderr io.Writer) (st *sta
 	if err := mappings.RequireBeforeImages(model, cat); err != nil {
 		return fail(err)
 	}
-	kcl, adm, err := openKafka(ctx, cfg)
-	if err != nil {
+	if st, err = newStack(ctx, cfg, model, cat, "decant-run", stderr); err != nil {
+		return fail(err)
+	}
+	if tracker, closeKafka, err = st.openTracker(ctx); err != nil {
+		st.close()
 		return fail(err)
 	}
 	if es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && es != nil {
 		err = indexer.Ping(ctx, es, cfg.Elasticsearch.URLs)
 	}
-	if err == nil {
-		st, err = newStack(ctx, cfg, model, cat, "decant-run", stderr)
-	}
 	if err != nil {
-		kcl.Close()
+		closeKafka()
+		st.close()
 		return fail(err)
 	}
-	return st, adm, es, func() { st.close(); kcl.Close() }, nil
+	return st, tracker, es, func() { st.close(); closeKafka() }, nil
 }

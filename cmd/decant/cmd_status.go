@@ -21,18 +21,23 @@ func status(ctx context.Context, c *call, asJSON bool) int {
 	if err != nil {
 		return c.fail(2, err)
 	}
-	w, err := openWatch(ctx, cfg, "decant-status", c.stderr)
+	st, err := openStackFrom(ctx, cfg, "decant-status", c.stderr)
 	if err != nil {
 		return c.fail(1, err)
 	}
-	defer w.close()
+	defer st.close()
+	tracker, es, closeKafka, err := st.watch(ctx)
+	if err != nil {
+		return c.fail(1, err)
+	}
+	defer closeKafka()
 	var count watermark.DocumentCounter
-	if w.es != nil {
+	if es != nil {
 		count = func(ctx context.Context, aggregate string) (int64, bool) {
-			return indexer.CountDocuments(ctx, w.es, w.model.Aggregate(aggregate).Index)
+			return indexer.CountDocuments(ctx, es, st.model.Aggregate(aggregate).Index)
 		}
 	}
-	rep, err := w.tracker.Status(ctx, count)
+	rep, err := tracker.Status(ctx, count)
 	if err != nil {
 		return c.fail(1, err)
 	}

@@ -30,15 +30,20 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 	if err != nil {
 		return c.fail(2, err)
 	}
-	w, err := openWatch(ctx, cfg, "decant-wait", c.stderr)
+	st, err := openStackFrom(ctx, cfg, "decant-wait", c.stderr)
 	if err != nil {
 		return c.fail(1, err)
 	}
-	defer w.close()
+	defer st.close()
+	tracker, es, closeKafka, err := st.watch(ctx)
+	if err != nil {
+		return c.fail(1, err)
+	}
+	defer closeKafka()
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := opsapi.WaitVisible(wctx, w.tracker, indexer.Refresher(w.es, w.aliases()), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, tracker, indexer.Refresher(es, st.aliases()), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
 			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}

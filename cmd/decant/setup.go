@@ -84,42 +84,24 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
 }
 
-// watch is what wait and status read: the stack, a watermark tracker and
-// the Elasticsearch client (nil without a search sink).
-type watch struct {
-	*stack
-	tracker *watermark.Tracker
-	es      *elasticsearch.Client
-	kcl     *kgo.Client
+// watch opens what wait and status read besides the stack: the
+// watermark tracker and the Elasticsearch client (nil without a search
+// sink). close closes the tracker's Kafka client.
+func (s *stack) watch(ctx context.Context) (t *watermark.Tracker, es *elasticsearch.Client, close func(), err error) {
+	if t, close, err = s.openTracker(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	if es, err = indexer.NewClient(s.cfg.Elasticsearch); err != nil {
+		close()
+		return nil, nil, nil, err
+	}
+	return t, es, close, nil
 }
 
-func (w *watch) close() { w.kcl.Close(); w.stack.close() }
-
-func openWatch(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*watch, error) {
-	st, err := openStackFrom(ctx, cfg, appName, stderr)
-	if err != nil {
-		return nil, err
-	}
-	cl, adm, err := openKafka(ctx, cfg)
-	if err != nil {
-		st.close()
-		return nil, err
-	}
-	w := &watch{stack: st, tracker: st.tracker(adm), kcl: cl}
-	if w.es, err = indexer.NewClient(cfg.Elasticsearch); err != nil {
-		w.close()
-		return nil, err
-	}
-	return w, nil
-}
-
-// openKafka connects to Kafka and checks that a broker answers.
-func openKafka(ctx context.Context, cfg *config.Config) (*kgo.Client, *kadm.Client, error) {
-	opts, err := cfg.Kafka.ClientOptions()
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := kgo.NewClient(opts...)
+// openTracker connects to Kafka, checks that a broker answers and returns
+// the watermark tracker of the stack's model; close closes its client.
+func (s *stack) openTracker(ctx context.Context) (t *watermark.Tracker, close func(), err error) {
+	cl, err := kgo.NewClient(s.kopts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka: %w", err)
 	}
@@ -128,23 +110,15 @@ func openKafka(ctx context.Context, cfg *config.Config) (*kgo.Client, *kadm.Clie
 	defer cancel()
 	if _, err := adm.BrokerMetadata(cctx); err != nil {
 		cl.Close()
-		return nil, nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", cfg.Kafka.Brokers, err)
+		return nil, nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", s.cfg.Kafka.Brokers, err)
 	}
-	return cl, adm, nil
-}
-
-// tracker builds the watermark tracker of the stack's model on adm.
-func (s *stack) tracker(adm *kadm.Client) *watermark.Tracker {
 	cfg := s.cfg
 	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
-		Snapshot: cfg.Streamer.SnapshotMode != "never"}
+		Snapshot: cfg.Streamer.SnapshotMode != "never", Aggregates: s.model.AggregateNames()}
 	for _, t := range s.model.Tables() {
 		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}
-	for _, a := range s.model.Aggregates {
-		wc.Aggregates = append(wc.Aggregates, a.Name)
-	}
-	return watermark.New(wc, s.pool, adm, s.kopts)
+	return watermark.New(wc, s.pool, adm, s.kopts), cl.Close, nil
 }
 
 // aliases lists the Elasticsearch alias of every aggregate.
@@ -160,10 +134,9 @@ func (s *stack) aliases() []string {
 // background; stop shuts it down. A failure to listen is logged, not fatal.
 func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	var tracker *watermark.Tracker
-	if cl, adm, err := openKafka(ctx, s.cfg); err == nil {
-		tracker = s.tracker(adm)
-		go func() { <-ctx.Done(); cl.Close() }()
+	tracker, closeKafka, err := s.openTracker(ctx)
+	if err == nil {
+		go func() { <-ctx.Done(); closeKafka() }()
 	}
 	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
 	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.aliases()), s.reg)
