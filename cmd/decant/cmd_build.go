@@ -28,38 +28,15 @@ func buildStage(ctx context.Context, c *call) int {
 	return st.runStage(ctx, "build", "build stage stopped", b.Run)
 }
 
-// newSinks creates the aggregate topic sink and, when Elasticsearch is
-// configured, makes sure every aggregate's alias exists and creates the
-// Elasticsearch sink.
+// newSinks creates the sinks the config asks for (indexer.OpenSinks) as
+// the build stage's Sink.
 func newSinks(ctx context.Context, st *stack) (resolver.Sink, func(), error) {
-	cfg := st.cfg
-	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.reg})
+	ks, es, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
 	if err != nil {
-		return nil, nil, err
-	}
-	es, err := indexer.NewClient(cfg.Elasticsearch)
-	if err != nil {
-		ks.Close()
 		return nil, nil, err
 	}
 	if es == nil { // elasticsearch.urls is empty: aggregate topics only
 		return resolver.Sinks{ks}, ks.Close, nil
 	}
-	aliases := map[string]string{}
-	for _, a := range st.model.Aggregates {
-		aliases[a.Name] = a.Index
-		if _, err := indexer.EnsureIndex(ctx, es, indexer.SpecFor(a, false)); err != nil {
-			ks.Close()
-			return nil, nil, err
-		}
-	}
-	ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: st.kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions, Logger: st.log,
-		Registerer: st.reg})
-	if err != nil {
-		ks.Close()
-		return nil, nil, err
-	}
-	return resolver.Sinks{ks, ess}, func() { ess.Close(); ks.Close() }, nil
+	return resolver.Sinks{ks, es}, func() { es.Close(); ks.Close() }, nil
 }
