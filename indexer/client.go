@@ -11,6 +11,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/mappings"
 )
 
 // NewClient builds the Elasticsearch client the elasticsearch section asks
@@ -56,11 +57,15 @@ func Ping(ctx context.Context, es *elasticsearch.Client, urls []string) error {
 	return nil
 }
 
-// Refresher returns a function that refreshes every alias so the documents
-// written are searchable, or nil when es is nil.
-func Refresher(es *elasticsearch.Client, aliases []string) func(context.Context) error {
+// Refresher returns a function that refreshes the alias of every
+// aggregate so the documents written are searchable, or nil when es is nil.
+func Refresher(es *elasticsearch.Client, aggregates []*mappings.Aggregate) func(context.Context) error {
 	if es == nil {
 		return nil
+	}
+	var aliases []string
+	for _, a := range aggregates {
+		aliases = append(aliases, a.Index)
 	}
 	return func(ctx context.Context) error {
 		res, err := esapi.IndicesRefreshRequest{Index: aliases, AllowNoIndices: esapi.BoolPtr(true), IgnoreUnavailable: esapi.BoolPtr(true)}.Do(ctx, es)

@@ -87,6 +87,16 @@ func (c *Config) defaults() {
 	}
 }
 
+// ConfigFrom maps decant.yaml onto the map and build stages: every value
+// comes already defaulted from cfg; kopts are cfg.Kafka.ClientOptions().
+func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
+	return Config{
+		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
+		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
+	}
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	if len(c.Kafka) == 0 {

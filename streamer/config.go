@@ -101,6 +101,20 @@ func (c *Config) defaults() {
 	}
 }
 
+// ConfigFrom maps decant.yaml onto the streamer: every value comes
+// already defaulted from cfg. tables ("schema.table") are what a created
+// publication covers; kopts are cfg.Kafka.ClientOptions().
+func ConfigFrom(cfg *config.Config, tables []string, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
+	return Config{
+		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
+		Tables: tables, Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
+		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: kopts,
+		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
+		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
+		Logger: log, Registerer: reg,
+	}
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	if c.DSN == "" {

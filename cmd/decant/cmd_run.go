@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 		return err
 	}
 	defer builder.Close()
-	ops := opsapi.NewServer(st.log, tracker, indexer.Refresher(es, st.aliases()), st.reg)
+	ops := opsapi.NewServer(st.log, tracker, indexer.Refresher(es, st.model.Aggregates), st.reg)
 
 	// 3. Run until ctx ends or a stage fails; a failing stage stops the others.
 	g, gctx := errgroup.WithContext(ctx)

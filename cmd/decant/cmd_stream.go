@@ -25,19 +25,11 @@ func streamStage(ctx context.Context, c *call) int {
 // streamerConfig maps decant.yaml onto the streamer. When the publication
 // may be created, the mapped tables are what it covers.
 func (st *stack) streamerConfig() streamer.Config {
-	cfg := st.cfg
-	sc := streamer.Config{
-		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
-		Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
-		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: st.kopts,
-		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
-		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
-		Logger: st.log, Registerer: st.reg,
-	}
-	if cfg.Postgres.CreatePublication {
+	var tables []string
+	if st.cfg.Postgres.CreatePublication {
 		for _, t := range st.model.Tables() {
-			sc.Tables = append(sc.Tables, t.String())
+			tables = append(tables, t.String())
 		}
 	}
-	return sc
+	return streamer.ConfigFrom(st.cfg, tables, st.kopts, st.log, st.reg)
 }

@@ -43,7 +43,7 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := opsapi.WaitVisible(wctx, tracker, indexer.Refresher(es, st.aliases()), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, tracker, indexer.Refresher(es, st.model.Aggregates), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
 			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}

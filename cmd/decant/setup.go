@@ -76,11 +76,7 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
-	rcfg := resolver.Config{
-		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.Resolver.Group,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
-		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
-	}
+	rcfg := resolver.ConfigFrom(cfg, kopts, log, reg)
 	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
 }
 
@@ -121,15 +117,6 @@ func (s *stack) openTracker(ctx context.Context) (t *watermark.Tracker, close fu
 	return watermark.New(wc, s.pool, adm, s.kopts), cl.Close, nil
 }
 
-// aliases lists the Elasticsearch alias of every aggregate.
-func (s *stack) aliases() []string {
-	var out []string
-	for _, a := range s.model.Aggregates {
-		out = append(out, a.Index)
-	}
-	return out
-}
-
 // startOps serves the HTTP port of a single-stage process in the
 // background; stop shuts it down. A failure to listen is logged, not fatal.
 func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
@@ -139,7 +126,7 @@ func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
 		go func() { <-ctx.Done(); closeKafka() }()
 	}
 	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
-	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.aliases()), s.reg)
+	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.model.Aggregates), s.reg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -174,24 +161,14 @@ func loadModel(ctx context.Context, cfg *config.Config) (*mappings.Model, *mappi
 	return loadAndBind(ctx, cfg, conn)
 }
 
-// loadAndBind loads the config's mappings and binds them to the live
-// catalog. On a mapping error it returns the Set error or the Bind error
-// (with the partial model), and the catalog when it was read.
+// loadAndBind binds the config's mappings to the live catalog
+// (mappings.LoadAndBind).
 func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mappings.Model, *mappings.Catalog, error) {
 	paths, err := cfg.MappingPaths()
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := mappings.LoadPaths(paths)
-	if err != nil {
-		return nil, nil, err
-	}
-	cat, err := mappings.ReadCatalog(ctx, conn)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := mappings.Bind(set, cat)
-	return m, cat, err
+	return mappings.LoadAndBind(ctx, conn, paths)
 }
 
 func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
