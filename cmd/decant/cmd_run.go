@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,43 +30,86 @@ func runAll(ctx context.Context, c *call, backfill bool) int {
 	if err != nil {
 		return c.fail(2, err)
 	}
-	log := cfg.Log.NewLogger(c.stderr)
-	if err := run(ctx, cfg, backfill, c.stderr); err != nil {
-		var ve *validationError
-		if errors.As(err, &ve) {
-			return c.fail(2, fmt.Errorf("%w\nnothing was created; fix the above and start again (decant check helps)", ve.err))
-		}
-		log.Error("decant run stopped", "err", err)
+	p, err := openPipeline(ctx, cfg, c.stderr)
+	if err != nil {
+		return c.fail(2, fmt.Errorf("%w\nnothing was created; fix the above and start again (decant check helps)", err))
+	}
+	defer p.close()
+	if err := p.run(ctx, backfill); err != nil {
+		p.log.Error("decant run stopped", "err", err)
 		return 1
 	}
-	log.Info("decant run stopped cleanly")
+	p.log.Info("decant run stopped cleanly")
 	return 0
 }
 
-// validationError is a problem found before any side effect.
-type validationError struct{ err error }
+// pipeline is what `decant run` opens and checks before it creates
+// anything: the stack, the watermark tracker, the Elasticsearch client
+// (nil without a search sink) and the streamer.
+type pipeline struct {
+	*stack
+	tracker    *watermark.Tracker
+	es         *elasticsearch.Client
+	str        *streamer.Streamer
+	closeKafka func()
+}
 
-func (e *validationError) Error() string { return e.err.Error() }
-func (e *validationError) Unwrap() error { return e.err }
+// openPipeline checks that the mappings bind, the before images suffice,
+// PostgreSQL, Kafka and Elasticsearch answer and the streamer's config is
+// valid. It has no side effect.
+func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*pipeline, error) {
+	cfg.Log.NewLogger(stderr).Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
+		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w (check postgres.dsn)", err)
+	}
+	model, cat, err := loadAndBind(ctx, cfg, conn)
+	conn.Close(context.Background())
+	if err == nil {
+		err = mappings.RequireBeforeImages(model, cat)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := newStack(ctx, cfg, model, cat, "decant-run", stderr)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeline{stack: st}
+	if p.tracker, p.closeKafka, err = st.openTracker(ctx); err == nil {
+		if p.es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && p.es != nil {
+			err = indexer.Ping(ctx, p.es, cfg.Elasticsearch.URLs)
+		}
+	}
+	if err == nil {
+		p.str, err = streamer.New(st.streamerConfig())
+	}
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
 
-func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Writer) error {
-	// 1. Validate everything before creating anything.
-	st, tracker, es, closeAll, err := openRun(ctx, cfg, stderr)
+func (p *pipeline) close() {
+	if p.str != nil {
+		p.str.Close()
+	}
+	if p.closeKafka != nil {
+		p.closeKafka()
+	}
+	p.stack.close()
+}
+
+// run wires the map and build stages to the sinks and runs every stage
+// until ctx ends or one fails; a failing stage stops the others. With
+// backfill, aggregates with no documents yet are backfilled (first start).
+func (p *pipeline) run(ctx context.Context, backfill bool) error {
+	st, cfg := p.stack, p.cfg
+	firstStart, err := resolver.FirstStartBackfill(ctx, st.pool, cfg.Postgres.Slot, cfg.Streamer.SnapshotMode)
 	if err != nil {
 		return err
-	}
-	defer closeAll()
-
-	// 2. Wire the stages.
-	str, err := streamer.New(st.streamerConfig())
-	if err != nil {
-		return &validationError{err}
-	}
-	defer str.Close()
-	if backfill { // decided before the streamer creates the slot
-		if backfill, err = resolver.FirstStartBackfill(ctx, st.pool, cfg.Postgres.Slot, cfg.Streamer.SnapshotMode); err != nil {
-			return err
-		}
 	}
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
@@ -84,9 +126,7 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 		return err
 	}
 	defer builder.Close()
-	ops := opsapi.NewServer(st.log, tracker, indexer.Refresher(es, st.model.Aggregates), st.reg)
-
-	// 3. Run until ctx ends or a stage fails; a failing stage stops the others.
+	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refresher(p.es, st.model.Aggregates), st.reg)
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {
@@ -101,57 +141,12 @@ func run(ctx context.Context, cfg *config.Config, backfill bool, stderr io.Write
 			return nil
 		})
 	}
-	stage("stream", str.Run)
+	stage("stream", p.str.Run)
 	stage("map", mapper.Run)
 	stage("build", builder.Run)
 	g.Go(func() error { return ops.Serve(gctx, cfg.HTTP.Listen) })
-	if backfill {
+	if backfill && firstStart { // decided before the streamer creates the slot
 		g.Go(func() error { resolver.BackfillEmpty(gctx, st.rcfg, st.pool, st.model); return nil })
 	}
-	err = g.Wait()
-	if ctx.Err() != nil && err == nil {
-		return nil
-	}
-	return err
-}
-
-// openRun checks that the mappings bind, the before images suffice, and
-// PostgreSQL, Kafka and Elasticsearch answer; every error is a
-// *validationError. closeAll closes what it opened.
-func openRun(ctx context.Context, cfg *config.Config, stderr io.Writer) (st *stack, tracker *watermark.Tracker, es *elasticsearch.Client, closeAll func(), err error) {
-	log := cfg.Log.NewLogger(stderr)
-	log.Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
-		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
-	var closeKafka func()
-	fail := func(err error) (*stack, *watermark.Tracker, *elasticsearch.Client, func(), error) {
-		return nil, nil, nil, nil, &validationError{err}
-	}
-	conn, err := connectPG(ctx, cfg)
-	if err != nil {
-		return fail(fmt.Errorf("%w (check postgres.dsn)", err))
-	}
-	model, cat, err := loadAndBind(ctx, cfg, conn)
-	conn.Close(context.Background())
-	if err != nil {
-		return fail(err)
-	}
-	if err := mappings.RequireBeforeImages(model, cat); err != nil {
-		return fail(err)
-	}
-	if st, err = newStack(ctx, cfg, model, cat, "decant-run", stderr); err != nil {
-		return fail(err)
-	}
-	if tracker, closeKafka, err = st.openTracker(ctx); err != nil {
-		st.close()
-		return fail(err)
-	}
-	if es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && es != nil {
-		err = indexer.Ping(ctx, es, cfg.Elasticsearch.URLs)
-	}
-	if err != nil {
-		closeKafka()
-		st.close()
-		return fail(err)
-	}
-	return st, tracker, es, func() { st.close(); closeKafka() }, nil
+	return g.Wait()
 }
