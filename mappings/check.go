@@ -341,6 +341,28 @@ func (m *Model) lookupColumns() []lookupIndex {
 	return out
 }
 
+// CheckLive binds set to the catalog read from db, reads the server's
+// settings (ReadCheckEnv) and returns every problem Bind and Check find,
+// and the names of the aggregates that bound. publication, slot and
+// createPublication are the postgres section of decant.yaml.
+func CheckLive(ctx context.Context, db Querier, set *Set, publication, slot string, createPublication bool) ([]Problem, []string, error) {
+	cat, err := ReadCatalog(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []Problem
+	model, err := Bind(set, cat)
+	if err != nil {
+		problems = BindProblems(err)
+	}
+	env, err := ReadCheckEnv(ctx, db, publication, slot)
+	if err != nil {
+		return problems, nil, err
+	}
+	env.CreatePublication = createPublication
+	return append(problems, Check(model, cat, env)...), model.AggregateNames(), nil
+}
+
 // ReadCheckEnv reads the role, server settings, publication, slot and
 // table privileges that Check needs.
 func ReadCheckEnv(ctx context.Context, db Querier, publication, slot string) (CheckEnv, error) {

@@ -49,20 +49,9 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 		return problem(err), nil
 	}
 	defer conn.Close(context.Background())
-	cat, err := mappings.ReadCatalog(ctx, conn)
-	if err != nil {
-		return problem(err), nil
-	}
-	var problems []mappings.Problem
-	model, err := mappings.Bind(set, cat)
-	if err != nil {
-		problems = mappings.BindProblems(err)
-	}
-	env, err := mappings.ReadCheckEnv(ctx, conn, cfg.Postgres.Publication, cfg.Postgres.Slot)
+	problems, names, err := mappings.CheckLive(ctx, conn, set, cfg.Postgres.Publication, cfg.Postgres.Slot, cfg.Postgres.CreatePublication)
 	if err != nil {
 		return append(problems, problem(err)...), nil
 	}
-	env.CreatePublication = cfg.Postgres.CreatePublication
-	problems = append(problems, mappings.Check(model, cat, env)...)
-	return problems, model.AggregateNames()
+	return problems, names
 }

@@ -55,7 +55,12 @@ func (c *call) openStack(ctx context.Context) (*stack, error) {
 // openStackFrom binds the mappings to the live catalog and opens the pool.
 // It fails before any side effect.
 func openStackFrom(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*stack, error) {
-	model, cat, err := loadModel(ctx, cfg)
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	model, cat, err := loadAndBind(ctx, cfg, conn)
+	conn.Close(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -148,17 +153,6 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 		return 1
 	}
 	return 0
-}
-
-// loadModel connects to PostgreSQL and binds the config's mappings to the
-// live catalog; see loadAndBind.
-func loadModel(ctx context.Context, cfg *config.Config) (*mappings.Model, *mappings.Catalog, error) {
-	conn, err := connectPG(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer conn.Close(context.Background())
-	return loadAndBind(ctx, cfg, conn)
 }
 
 // loadAndBind binds the config's mappings to the live catalog
