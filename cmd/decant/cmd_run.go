@@ -48,10 +48,9 @@ func runAll(ctx context.Context, c *call, backfill bool) int {
 // (nil without a search sink) and the streamer.
 type pipeline struct {
 	*stack
-	tracker    *watermark.Tracker
-	es         *elasticsearch.Client
-	str        *streamer.Streamer
-	closeKafka func()
+	tracker *watermark.Tracker
+	es      *elasticsearch.Client
+	str     *streamer.Streamer
 }
 
 // openPipeline checks that the mappings bind, the before images suffice,
@@ -77,7 +76,7 @@ func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*p
 		return nil, err
 	}
 	p := &pipeline{stack: st}
-	if p.tracker, p.closeKafka, err = st.openTracker(ctx); err == nil {
+	if p.tracker, err = st.openTracker(ctx); err == nil {
 		if p.es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && p.es != nil {
 			err = indexer.Ping(ctx, p.es, cfg.Elasticsearch.URLs)
 		}
@@ -96,8 +95,8 @@ func (p *pipeline) close() {
 	if p.str != nil {
 		p.str.Close()
 	}
-	if p.closeKafka != nil {
-		p.closeKafka()
+	if p.tracker != nil {
+		p.tracker.Close()
 	}
 	p.stack.close()
 }

@@ -26,11 +26,11 @@ func status(ctx context.Context, c *call, asJSON bool) int {
 		return c.fail(1, err)
 	}
 	defer st.close()
-	tracker, es, closeKafka, err := st.watch(ctx)
+	tracker, es, err := st.watch(ctx)
 	if err != nil {
 		return c.fail(1, err)
 	}
-	defer closeKafka()
+	defer tracker.Close()
 	var count watermark.DocumentCounter
 	if es != nil {
 		count = func(ctx context.Context, aggregate string) (int64, bool) {

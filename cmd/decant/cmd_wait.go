@@ -35,11 +35,11 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 		return c.fail(1, err)
 	}
 	defer st.close()
-	tracker, es, closeKafka, err := st.watch(ctx)
+	tracker, es, err := st.watch(ctx)
 	if err != nil {
 		return c.fail(1, err)
 	}
-	defer closeKafka()
+	defer tracker.Close()
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -6,14 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
@@ -86,67 +84,56 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 }
 
 // watch opens what wait and status read besides the stack: the
-// watermark tracker and the Elasticsearch client (nil without a search
-// sink). close closes the tracker's Kafka client.
-func (s *stack) watch(ctx context.Context) (t *watermark.Tracker, es *elasticsearch.Client, close func(), err error) {
-	if t, close, err = s.openTracker(ctx); err != nil {
-		return nil, nil, nil, err
+// watermark tracker (Close it) and the Elasticsearch client (nil without
+// a search sink).
+func (s *stack) watch(ctx context.Context) (*watermark.Tracker, *elasticsearch.Client, error) {
+	t, err := s.openTracker(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	if es, err = indexer.NewClient(s.cfg.Elasticsearch); err != nil {
-		close()
-		return nil, nil, nil, err
+	es, err := indexer.NewClient(s.cfg.Elasticsearch)
+	if err != nil {
+		t.Close()
+		return nil, nil, err
 	}
-	return t, es, close, nil
+	return t, es, nil
 }
 
 // openTracker connects to Kafka, checks that a broker answers and returns
-// the watermark tracker of the stack's model; close closes its client.
-func (s *stack) openTracker(ctx context.Context) (t *watermark.Tracker, close func(), err error) {
-	cl, err := kgo.NewClient(s.kopts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kafka: %w", err)
-	}
-	adm := kadm.NewClient(cl)
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if _, err := adm.BrokerMetadata(cctx); err != nil {
-		cl.Close()
-		return nil, nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", s.cfg.Kafka.Brokers, err)
-	}
+// the watermark tracker of the stack's model.
+func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	cfg := s.cfg
 	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
 		Snapshot: cfg.Streamer.SnapshotMode != "never", Aggregates: s.model.AggregateNames()}
 	for _, t := range s.model.Tables() {
 		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}
-	return watermark.New(wc, s.pool, adm, s.kopts), cl.Close, nil
+	t, err := watermark.Dial(ctx, wc, s.pool, s.kopts)
+	if err != nil {
+		return nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", cfg.Kafka.Brokers, err)
+	}
+	return t, nil
 }
 
-// startOps serves the HTTP port of a single-stage process in the
-// background; stop shuts it down. A failure to listen is logged, not fatal.
-func (s *stack) startOps(ctx context.Context) (*opsapi.Server, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	tracker, closeKafka, err := s.openTracker(ctx)
+// runStage runs one stage until ctx ends, serving the HTTP port beside it
+// in the background (a failure to listen is logged, not fatal), and
+// returns the exit status: 1 when the stage failed, after logging stopped.
+func (s *stack) runStage(ctx context.Context, name, stopped string, run func(context.Context) error) int {
+	opsCtx, cancel := context.WithCancel(ctx)
+	tracker, err := s.openTracker(opsCtx)
 	if err == nil {
-		go func() { <-ctx.Done(); closeKafka() }()
+		defer tracker.Close()
 	}
 	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
 	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.model.Aggregates), s.reg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := ops.Serve(ctx, s.cfg.HTTP.Listen); err != nil {
+		if err := ops.Serve(opsCtx, s.cfg.HTTP.Listen); err != nil {
 			s.log.Warn("http server not started", "err", err)
 		}
 	}()
-	return ops, func() { cancel(); <-done }
-}
-
-// runStage runs one stage until ctx ends, serving the HTTP port beside
-// it, and returns the exit status: 1 when the stage failed.
-func (s *stack) runStage(ctx context.Context, name, stopped string, run func(context.Context) error) int {
-	ops, stopOps := s.startOps(ctx)
-	defer stopOps()
+	defer func() { cancel(); <-done }()
 	ops.SetStage(name, true)
 	if err := run(ctx); err != nil {
 		s.log.Error(stopped, "err", err)
