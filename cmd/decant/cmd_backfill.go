@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"sync"
 
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/mappings"
@@ -62,17 +61,14 @@ type backfillJob struct {
 	st                     *stack
 	a                      *mappings.Aggregate
 	reindex, build, noWait bool
-
-	wg      sync.WaitGroup // the build stage of --build
-	closers []func()       // run after the build stage stopped
+	stopBuild              func() // waits for the --build stage, then closes its sinks
 }
 
 // stop cancels the build stage, waits for it, then closes its sinks.
 func (j *backfillJob) stop(cancel context.CancelFunc) {
 	cancel()
-	j.wg.Wait()
-	for _, c := range j.closers {
-		c()
+	if j.stopBuild != nil {
+		j.stopBuild()
 	}
 }
 
@@ -84,19 +80,20 @@ func (j *backfillJob) startBuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.closers = append(j.closers, closeSinks)
 	b, err := resolver.NewBuilder(j.st.rcfg, j.st.model, j.st.pool, sink)
 	if err != nil {
+		closeSinks()
 		return err
 	}
-	j.wg.Add(1)
+	done := make(chan struct{})
 	go func() {
-		defer j.wg.Done()
+		defer close(done)
 		defer b.Close()
 		if err := b.Run(ctx); err != nil {
 			j.st.log.Error("build stage stopped", "err", err)
 		}
 	}()
+	j.stopBuild = func() { <-done; closeSinks() }
 	return nil
 }
 

@@ -27,17 +27,13 @@ func explain(ctx context.Context, c *call, index bool) int {
 	}
 	defer conn.Close(context.Background())
 	model, _, err := loadAndBind(ctx, cfg, conn)
-	if err != nil && model == nil {
-		fmt.Fprintln(c.stderr, err)
+	if err != nil && (model == nil || model.Aggregate(c.args[0]) == nil) {
+		fmt.Fprintln(c.stderr, err) // why the aggregate did not bind
 		return 1
 	}
-	a, aerr := model.FindAggregate(c.args[0])
-	if aerr != nil {
-		if err != nil {
-			fmt.Fprintln(c.stderr, err)
-			return 1
-		}
-		return c.fail(1, aerr)
+	a, err := model.FindAggregate(c.args[0])
+	if err != nil {
+		return c.fail(1, err)
 	}
 	if index {
 		writeJSON(c.stdout, map[string]any{"index": a.Index, "settings": a.IndexSettings(), "mappings": a.IndexMapping()})

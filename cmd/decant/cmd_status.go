@@ -26,11 +26,15 @@ func status(ctx context.Context, c *call, asJSON bool) int {
 		return c.fail(1, err)
 	}
 	defer st.close()
-	tracker, es, err := st.watch(ctx)
+	tracker, err := st.openTracker(ctx)
 	if err != nil {
 		return c.fail(1, err)
 	}
 	defer tracker.Close()
+	es, err := indexer.NewClient(cfg.Elasticsearch)
+	if err != nil {
+		return c.fail(1, err)
+	}
 	var count watermark.DocumentCounter
 	if es != nil {
 		count = func(ctx context.Context, aggregate string) (int64, bool) {

@@ -35,11 +35,15 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 		return c.fail(1, err)
 	}
 	defer st.close()
-	tracker, es, err := st.watch(ctx)
+	tracker, err := st.openTracker(ctx)
 	if err != nil {
 		return c.fail(1, err)
 	}
 	defer tracker.Close()
+	es, err := indexer.NewClient(cfg.Elasticsearch)
+	if err != nil {
+		return c.fail(1, err)
+	}
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

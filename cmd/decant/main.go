@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -104,11 +105,7 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprint(fs.Output(), helpText(c.name))
 		fs.PrintDefaults()
 	}
-	def := os.Getenv("DECANT_CONFIG")
-	if def == "" {
-		def = "decant.yaml"
-	}
-	configPath := fs.String("config", def, "config file (env DECANT_CONFIG)")
+	configPath := fs.String("config", cmp.Or(os.Getenv("DECANT_CONFIG"), "decant.yaml"), "config file (env DECANT_CONFIG)")
 	body := c.flags(fs)
 	var pos []string
 	for {

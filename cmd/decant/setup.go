@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,22 +80,6 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
 	rcfg := resolver.ConfigFrom(cfg, kopts, log, reg)
 	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
-}
-
-// watch opens what wait and status read besides the stack: the
-// watermark tracker (Close it) and the Elasticsearch client (nil without
-// a search sink).
-func (s *stack) watch(ctx context.Context) (*watermark.Tracker, *elasticsearch.Client, error) {
-	t, err := s.openTracker(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	es, err := indexer.NewClient(s.cfg.Elasticsearch)
-	if err != nil {
-		t.Close()
-		return nil, nil, err
-	}
-	return t, es, nil
 }
 
 // openTracker connects to Kafka, checks that a broker answers and returns
