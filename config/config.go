@@ -295,6 +295,10 @@ func ValidSlotName(s string) bool {
 	return true
 }
 
+// Snapshots reports whether the streamer snapshots every published table
+// when it creates the slot (snapshot_mode initial).
+func (s Streamer) Snapshots() bool { return s.SnapshotMode != "never" }
+
 // ResolverGroup is the consumer group prefix of the map and build stages:
 // resolver.group, or the topic prefix when it is empty.
 func (c *Config) ResolverGroup() string {

@@ -19,10 +19,10 @@ import (
 // run` must backfill aggregates that have no documents yet. A slot that
 // does not exist yet is created with an initial snapshot, whose rows make
 // the map stage rebuild every document, so no backfill is needed then;
-// with an existing slot, or without snapshots (snapshotMode "never"),
-// aggregates with no documents are backfilled.
-func FirstStartBackfill(ctx context.Context, db *pgxpool.Pool, slot, snapshotMode string) (bool, error) {
-	if snapshotMode == "never" {
+// with an existing slot, or without snapshots (streamer.snapshot_mode
+// never), aggregates with no documents are backfilled.
+func FirstStartBackfill(ctx context.Context, db *pgxpool.Pool, slot string, snapshots bool) (bool, error) {
+	if !snapshots {
 		return true, nil
 	}
 	var slotExists bool

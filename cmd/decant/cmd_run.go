@@ -106,7 +106,7 @@ func (p *pipeline) close() {
 // backfill, aggregates with no documents yet are backfilled (first start).
 func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	st, cfg := p.stack, p.cfg
-	firstStart, err := resolver.FirstStartBackfill(ctx, st.pool, cfg.Postgres.Slot, cfg.Streamer.SnapshotMode)
+	firstStart, err := resolver.FirstStartBackfill(ctx, st.pool, cfg.Postgres.Slot, cfg.Streamer.Snapshots())
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	cfg := s.cfg
 	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
-		Snapshot: cfg.Streamer.SnapshotMode != "never", Aggregates: s.model.AggregateNames()}
+		Snapshot: cfg.Streamer.Snapshots(), Aggregates: s.model.AggregateNames()}
 	for _, t := range s.model.Tables() {
 		wc.RawTopics = append(wc.RawTopics, streamer.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}
