@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -15,12 +17,12 @@ type Config struct {
 	Elasticsearch Elasticsearch `yaml:"elasticsearch"`
 	// Mappings lists the mapping files (globs allowed), relative to the
 	// config file. Default: ["mappings/*.yaml"].
-	Mappings []string  `yaml:"mappings"`
-	HTTP     HTTP      `yaml:"http"`
-	Log      Log       `yaml:"log"`
-	Streamer Streamer  `yaml:"streamer"`
-	Resolver Resolver  `yaml:"resolver"`
-	Indexer  IndexerCf `yaml:"indexer"`
+	Mappings []string `yaml:"mappings"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+	Streamer Streamer `yaml:"streamer"`
+	Resolver Resolver `yaml:"resolver"`
+	Indexer  Indexer  `yaml:"indexer"`
 
 	// Dir is the directory of the config file; relative paths resolve against it.
 	Dir string `yaml:"-"`
@@ -117,7 +119,8 @@ type Streamer struct {
 	// StatusInterval is how often the slot position is confirmed. Default: 200ms.
 	StatusInterval time.Duration `yaml:"status_interval"`
 	// HeartbeatInterval writes a tiny logical message when the database is
-	// idle so the slot keeps advancing; 0 disables. Default: 10s.
+	// idle so the slot keeps advancing; 0 or negative disables, here and in
+	// streamer.Config. Default: 10s.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 100000.
 	MaxInFlight int `yaml:"max_in_flight"`
@@ -131,8 +134,8 @@ type Resolver struct {
 	Group string `yaml:"group"`
 }
 
-// IndexerCf tunes the sinks.
-type IndexerCf struct {
+// Indexer tunes the sinks.
+type Indexer struct {
 	// BulkActions per Elasticsearch bulk request (requests are also capped at 5 MiB). Default: 10000.
 	BulkActions int `yaml:"bulk_actions"`
 }
@@ -150,7 +153,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500},
-		Indexer:  IndexerCf{BulkActions: 10000},
+		Indexer:  Indexer{BulkActions: 10000},
 	}
 }
 
@@ -206,7 +209,7 @@ func (c *Config) validate() []*Error {
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "must be set, e.g. postgres://decant@db:5432/shop (or DECANT_POSTGRES_DSN)")
 	}
-	if !validName(c.Postgres.Slot) {
+	if !ValidSlotName(c.Postgres.Slot) {
 		bad("postgres.slot", "%q is not a valid slot name: use lower-case letters, digits and _", c.Postgres.Slot)
 	}
 	if c.Postgres.Publication == "" {
@@ -278,7 +281,9 @@ func (c *Config) validate() []*Error {
 	return errs
 }
 
-func validName(s string) bool {
+// ValidSlotName is PostgreSQL's rule for replication slot names: 1-63
+// lower-case letters, digits or _.
+func ValidSlotName(s string) bool {
 	if s == "" || len(s) > 63 {
 		return false
 	}
@@ -288,4 +293,45 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// Snapshots reports whether the streamer snapshots every published table
+// when it creates the slot (snapshot_mode initial).
+func (s Streamer) Snapshots() bool { return s.SnapshotMode != "never" }
+
+// ResolverGroup is the consumer group prefix of the map and build stages:
+// resolver.group, or the topic prefix when it is empty.
+func (c *Config) ResolverGroup() string {
+	if c.Resolver.Group != "" {
+		return c.Resolver.Group
+	}
+	return c.Kafka.TopicPrefix
+}
+
+// MappingPaths expands Mappings (globs relative to the config file) into
+// sorted, distinct paths; a pattern that matches no file is an error.
+func (c *Config) MappingPaths() ([]string, error) {
+	seen := map[string]bool{}
+	var paths []string
+	for _, pattern := range c.Mappings {
+		p := pattern
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(c.Dir, p)
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("mappings: %q: %w", pattern, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("mappings: %q matches no file (relative to %s)", pattern, c.Dir)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				paths = append(paths, m)
+			}
+		}
+	}
+	return paths, nil
 }

@@ -304,22 +304,36 @@ var ignoredEnv = map[string]bool{
 	"DECANT_HEAVY": true, "DECANT_JAVA": true, "DECANT_KAFKA_HEAP": true, "DECANT_ES_CDS": true,
 }
 
-// Suggest returns `; did you mean "x"?` for the closest name, or "".
+// Suggest returns `; did you mean "x"?` for the closest name (Closest),
+// else the valid keys when there are at most 12, else "".
 func Suggest(got string, names []string) string {
+	if best, ok := Closest(got, names, false); ok {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	if len(names) > 0 && len(names) <= 12 {
+		sort.Strings(names)
+		return "; valid keys: " + strings.Join(names, ", ")
+	}
+	return ""
+}
+
+// Closest is decant's one rule for "did you mean": the name nearest to got
+// by edit distance, ignoring case, when it is within max(2, len(got)/3)
+// edits. With prefixes, a name that starts with got (3 characters or
+// more) counts as one edit away. config and mappings both use it.
+func Closest(got string, names []string, prefixes bool) (string, bool) {
 	best, bestD := "", 1<<30
+	lower := strings.ToLower(got)
 	for _, n := range names {
-		if d := levenshtein(strings.ToLower(got), strings.ToLower(n)); d < bestD {
+		d := levenshtein(lower, strings.ToLower(n))
+		if prefixes && len(got) >= 3 && strings.HasPrefix(strings.ToLower(n), lower) {
+			d = min(d, 1)
+		}
+		if d < bestD {
 			best, bestD = n, d
 		}
 	}
-	if best == "" || bestD > max(2, len(got)/3) {
-		if len(names) > 0 && len(names) <= 12 {
-			sort.Strings(names)
-			return "; valid keys: " + strings.Join(names, ", ")
-		}
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
+	return best, best != "" && bestD <= max(2, len(got)/3)
 }
 
 func levenshtein(a, b string) int {

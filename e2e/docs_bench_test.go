@@ -22,10 +22,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -580,7 +580,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 		c, err := freshCount(ctx, d.es, d.alias, `{"match_all":{}}`)
 		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
 	})
-	cl := client.New("http://" + addr)
+	cl := opsapi.NewClient("http://" + addr)
 	if err := cl.Wait(ctx, freshLSN(b, d.pg), 5*time.Minute); err != nil {
 		b.Fatalf("/v1/wait after the initial load: %v", err)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/opsapi"
 )
 
 // freshMapping is the backfill benchmark's customer aggregate with a seq
@@ -119,7 +119,7 @@ streamer:
 			b.Errorf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
 		}
 	}()
-	cl := client.New("http://" + addr)
+	cl := opsapi.NewClient("http://" + addr)
 	// The first start backfills every document: wait for all of them and
 	// for the slot to be past the seed.
 	testenv.WaitFor(b, "decant run's /readyz", 2*time.Minute, func() (bool, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -64,17 +65,18 @@ type ESSinkConfig struct {
 }
 
 func (c *ESSinkConfig) defaults() {
+	d := config.Default()
 	if c.TopicPrefix == "" {
-		c.TopicPrefix = "decant"
+		c.TopicPrefix = d.Kafka.TopicPrefix
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 6
+		c.Partitions = d.Kafka.Partitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = d.Kafka.ReplicationFactor
 	}
 	if c.BulkActions == 0 {
-		c.BulkActions = 10000
+		c.BulkActions = d.Indexer.BulkActions
 	}
 	if c.BulkBytes == 0 {
 		c.BulkBytes = 5 << 20

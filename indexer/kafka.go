@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -43,14 +44,15 @@ type KafkaSinkConfig struct {
 }
 
 func (c *KafkaSinkConfig) defaults() {
+	d := config.Default()
 	if c.TopicPrefix == "" {
-		c.TopicPrefix = "decant"
+		c.TopicPrefix = d.Kafka.TopicPrefix
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 6
+		c.Partitions = d.Kafka.Partitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = d.Kafka.ReplicationFactor
 	}
 	if c.VersionGuard == 0 {
 		c.VersionGuard = 100000

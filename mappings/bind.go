@@ -1,10 +1,27 @@
 package mappings
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 )
+
+// LoadAndBind loads the mapping files at paths and binds them to the
+// catalog read from db. On a mapping error it returns the Load error, or
+// the Bind error with the partial model, and the catalog when it was read.
+func LoadAndBind(ctx context.Context, db Querier, paths []string) (*Model, *Catalog, error) {
+	set, err := LoadPaths(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := ReadCatalog(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := Bind(set, cat)
+	return m, cat, err
+}
 
 // Bind resolves a loaded Set against a database catalog: it finds every
 // table and column, fills in the defaults (id = primary key, columns = all

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -76,6 +77,42 @@ type CheckEnv struct {
 	// CanSelect holds the tables (and views) the user may SELECT from,
 	// USAGE on their schema included.
 	CanSelect map[TableName]bool
+}
+
+// Report is what `decant check` prints (its --json output): every
+// problem, counted, and the aggregates that bound.
+type Report struct {
+	OK         bool      `json:"ok"`
+	Aggregates []string  `json:"aggregates"`
+	Errors     int       `json:"errors"`
+	Warnings   int       `json:"warnings"`
+	Problems   []Problem `json:"problems"`
+}
+
+// NewReport counts problems; OK means no error (warnings allowed).
+func NewReport(problems []Problem, aggregates []string) Report {
+	r := Report{Aggregates: append([]string{}, aggregates...), Problems: append([]Problem{}, problems...)}
+	for _, p := range problems {
+		if p.Severity == SeverityError {
+			r.Errors++
+		} else {
+			r.Warnings++
+		}
+	}
+	r.OK = r.Errors == 0
+	return r
+}
+
+// WriteText writes one block per problem and a summary line.
+func (r Report) WriteText(w io.Writer) {
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, p.String())
+	}
+	if r.OK {
+		fmt.Fprintf(w, "ok: %d aggregate(s) checked, %d warning(s)\n", len(r.Aggregates), r.Warnings)
+	} else {
+		fmt.Fprintf(w, "%d error(s), %d warning(s)\n", r.Errors, r.Warnings)
+	}
 }
 
 // Check compares a bound model with the catalog and the server settings
@@ -152,18 +189,10 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 			add(SeverityError, name, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, tn.Sanitize()),
 				"is not in publication %s: its changes would not be streamed", env.Publication)
 		}
-		if need := model.NeedsBeforeImage(tn); len(need) > 0 {
-			var lacking []string
-			for _, c := range need {
-				if !contains(t.IdentityColumns, c) {
-					lacking = append(lacking, c)
-				}
-			}
-			if len(lacking) > 0 {
-				add(SeverityError, name, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL;", tn.Sanitize()),
-					"resolution reads %s from the before image of updates and deletes, but replica identity %s does not carry %s",
-					strings.Join(need, ", "), identityName(t), strings.Join(lacking, ", "))
-			}
+		if need, lacking := beforeImageLacks(model, tn, t); len(lacking) > 0 {
+			add(SeverityError, name, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL;", tn.Sanitize()),
+				"resolution reads %s from the before image of updates and deletes, but replica identity %s does not carry %s",
+				strings.Join(need, ", "), identityName(t), strings.Join(lacking, ", "))
 		}
 	}
 	for _, ix := range model.lookupColumns() {
@@ -180,6 +209,41 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 	}
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Severity == SeverityError && ps[j].Severity != SeverityError })
 	return ps
+}
+
+// beforeImageLacks is the before-image rule: the columns resolution reads
+// from the before image of t's updates and deletes (need), and those of
+// them its replica identity does not carry (lacking). Without them, the
+// documents a row used to belong to would never be rebuilt (PRODUCT.md §4).
+func beforeImageLacks(model *Model, tn TableName, t *Table) (need, lacking []string) {
+	need = model.NeedsBeforeImage(tn)
+	for _, c := range need {
+		if !contains(t.IdentityColumns, c) {
+			lacking = append(lacking, c)
+		}
+	}
+	return need, lacking
+}
+
+// RequireBeforeImages is the map stage's start-up form of the before-image
+// rule Check reports: an error listing every table whose before image
+// lacks columns resolution needs, with the fix; nil when none does.
+func RequireBeforeImages(model *Model, cat *Catalog) error {
+	var problems []string
+	for _, tn := range model.Tables() {
+		t := cat.Table(tn)
+		if t == nil {
+			continue
+		}
+		if _, missing := beforeImageLacks(model, tn, t); len(missing) > 0 {
+			problems = append(problems, fmt.Sprintf("  table %s: updates and deletes do not carry %v in their before image; fix: ALTER TABLE %s REPLICA IDENTITY FULL;",
+				tn, missing, tn.Sanitize()))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the map stage cannot find the documents a changed row used to belong to:\n%s\n(decant check lists every problem)", strings.Join(problems, "\n"))
 }
 
 // BindProblems turns the ErrorList of Load or Bind into problems.
@@ -275,6 +339,28 @@ func (m *Model) lookupColumns() []lookupIndex {
 		walk(a.Root)
 	}
 	return out
+}
+
+// CheckLive binds set to the catalog read from db, reads the server's
+// settings (ReadCheckEnv) and returns every problem Bind and Check find,
+// and the names of the aggregates that bound. publication, slot and
+// createPublication are the postgres section of decant.yaml.
+func CheckLive(ctx context.Context, db Querier, set *Set, publication, slot string, createPublication bool) ([]Problem, []string, error) {
+	cat, err := ReadCatalog(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []Problem
+	model, err := Bind(set, cat)
+	if err != nil {
+		problems = BindProblems(err)
+	}
+	env, err := ReadCheckEnv(ctx, db, publication, slot)
+	if err != nil {
+		return problems, nil, err
+	}
+	env.CreatePublication = createPublication
+	return append(problems, Check(model, cat, env)...), model.AggregateNames(), nil
 }
 
 // ReadCheckEnv reads the role, server settings, publication, slot and

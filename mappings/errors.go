@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/decant-cdc/decant/config"
 )
 
 // Error is one problem in a mapping file. Line and Column are 1-based; they
@@ -102,20 +104,11 @@ func (p pos) child(key string) pos {
 	return p
 }
 
-// suggest returns `; did you mean "x"?` for the closest of names, or a
-// list of the valid names when none is close, or "".
+// suggest returns `; did you mean "x"?` for the closest of names
+// (config.Closest, prefixes counting), or a list of the valid names when
+// none is close, or "".
 func suggest(got string, names []string) string {
-	best, bestD := "", 1<<30
-	for _, n := range names {
-		d := levenshtein(strings.ToLower(got), strings.ToLower(n))
-		if len(got) >= 3 && strings.HasPrefix(strings.ToLower(n), strings.ToLower(got)) {
-			d = min(d, 1)
-		}
-		if d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if best != "" && bestD <= max(2, len(got)/3) {
+	if best, ok := config.Closest(got, names, true); ok {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	if len(names) > 0 && len(names) <= 15 {
@@ -124,24 +117,4 @@ func suggest(got string, names []string) string {
 		return "; valid: " + strings.Join(s, ", ")
 	}
 	return ""
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,7 +1,9 @@
 package mappings
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -66,6 +68,24 @@ func (m *Model) Aggregate(name string) *Aggregate {
 		return m.Aggregates[i]
 	}
 	return nil
+}
+
+// FindAggregate is Aggregate with an error that lists the names the
+// mappings define.
+func (m *Model) FindAggregate(name string) (*Aggregate, error) {
+	if a := m.Aggregate(name); a != nil {
+		return a, nil
+	}
+	return nil, fmt.Errorf("no aggregate %q; the mappings define: %s", name, strings.Join(m.AggregateNames(), ", "))
+}
+
+// AggregateNames lists the aggregates' names, sorted.
+func (m *Model) AggregateNames() []string {
+	names := make([]string, len(m.Aggregates))
+	for i, a := range m.Aggregates {
+		names[i] = a.Name
+	}
+	return names
 }
 
 // Tables returns every table the model reads (roots, relations and join

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/config"
 )
 
 // Config configures the map and build stages and backfills. Zero values
@@ -55,23 +57,24 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	d := config.Default()
 	if c.TopicPrefix == "" {
-		c.TopicPrefix = "decant"
+		c.TopicPrefix = d.Kafka.TopicPrefix
 	}
 	if c.Group == "" {
 		c.Group = c.TopicPrefix
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 6
+		c.Partitions = d.Kafka.Partitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = d.Kafka.ReplicationFactor
 	}
 	if c.RefsRetention == 0 {
 		c.RefsRetention = 7 * 24 * time.Hour
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 500
+		c.BatchSize = d.Resolver.BatchSize
 	}
 	if c.MaxBufferedRefs == 0 {
 		c.MaxBufferedRefs = 10000
@@ -87,6 +90,16 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+}
+
+// ConfigFrom maps decant.yaml onto the map and build stages: every value
+// comes already defaulted from cfg; kopts are cfg.Kafka.ClientOptions().
+func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
+	return Config{
+		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
+		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
 	}
 }
 

@@ -196,7 +196,7 @@ type plan struct {
 // noBefore is an update or delete whose before image lacks columns that
 // routes need to find the documents the row belonged to before the change:
 // the table's replica identity was changed from FULL while decant ran
-// (decant refuses to start in that state, see requireBeforeImages). Its
+// (decant refuses to start in that state, see mappings.RequireBeforeImages). Its
 // after image is still resolved; the old documents may keep the row until
 // the aggregate is backfilled.
 type noBefore struct {

@@ -8,9 +8,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/config"
 )
 
-// Config configures a Streamer. Zero values take the defaults shown.
+// Config configures a Streamer. Zero values take the defaults shown, which
+// are decant.yaml's (config.Default).
 type Config struct {
 	// DSN of the source database (a normal libpq DSN; decant adds
 	// replication=database itself). Required.
@@ -42,7 +45,8 @@ type Config struct {
 	StatusInterval time.Duration
 	// HeartbeatInterval: when no WAL arrived for this long, the streamer writes a
 	// tiny non-transactional logical message so an idle slot keeps advancing.
-	// A negative value disables it. Default: 10s.
+	// Zero or a negative value disables it, as in decant.yaml; set it from
+	// config.Default().Streamer.HeartbeatInterval (10s) to have it.
 	HeartbeatInterval time.Duration
 	// MaxInFlight bounds records produced but not yet acknowledged. Default:
 	// 100000 (about 30 MB of typical rows). With 10000 the producer waited
@@ -61,35 +65,33 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	d := config.Default()
 	if c.Publication == "" {
-		c.Publication = "decant"
+		c.Publication = d.Postgres.Publication
 	}
 	if c.Slot == "" {
-		c.Slot = "decant"
+		c.Slot = d.Postgres.Slot
 	}
 	if c.TopicPrefix == "" {
-		c.TopicPrefix = "decant"
+		c.TopicPrefix = d.Kafka.TopicPrefix
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 6
+		c.Partitions = d.Kafka.Partitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = d.Kafka.ReplicationFactor
 	}
 	if c.SnapshotMode == "" {
-		c.SnapshotMode = "initial"
+		c.SnapshotMode = d.Streamer.SnapshotMode
 	}
 	if c.SnapshotChunkRows == 0 {
-		c.SnapshotChunkRows = 10000
+		c.SnapshotChunkRows = d.Streamer.SnapshotChunkRows
 	}
 	if c.StatusInterval == 0 {
-		c.StatusInterval = 200 * time.Millisecond
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = 10 * time.Second
+		c.StatusInterval = d.Streamer.StatusInterval
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 100000
+		c.MaxInFlight = d.Streamer.MaxInFlight
 	}
 	if c.TakeoverPoll == 0 {
 		c.TakeoverPoll = 2 * time.Second
@@ -99,12 +101,26 @@ func (c *Config) defaults() {
 	}
 }
 
+// ConfigFrom maps decant.yaml onto the streamer: every value comes
+// already defaulted from cfg. tables ("schema.table") are what a created
+// publication covers; kopts are cfg.Kafka.ClientOptions().
+func ConfigFrom(cfg *config.Config, tables []string, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
+	return Config{
+		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
+		Tables: tables, Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
+		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: kopts,
+		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
+		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
+		Logger: log, Registerer: reg,
+	}
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	if c.DSN == "" {
 		errs = append(errs, errors.New("streamer: DSN is required (postgres.dsn)"))
 	}
-	if !slotNameOK(c.Slot) {
+	if !config.ValidSlotName(c.Slot) {
 		errs = append(errs, fmt.Errorf("streamer: slot name %q: use 1-63 lower-case letters, digits or _ (postgres.slot)", c.Slot))
 	}
 	if c.SnapshotMode != "initial" && c.SnapshotMode != "never" {
@@ -117,16 +133,4 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("streamer: partitions and replication factor must be at least 1"))
 	}
 	return errors.Join(errs...)
-}
-
-func slotNameOK(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
 }

@@ -19,4 +19,10 @@
 //     rebuilt because of them is written to every sink.
 //
 // The caller then refreshes Elasticsearch so the documents are searchable.
+//
+// Status is what `decant status` shows: the slot (lag, WAL retention
+// headroom and the warnings that need an operator), the watermarks, the
+// dead letters ever written and the documents per aggregate. Dial opens a
+// Tracker with its own Kafka client; SlotLagGauge is the slot-lag metric
+// every decant process serves.
 package watermark

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,9 @@ type Tracker struct {
 	admin    *kadm.Client
 	kopts    []kgo.Opt
 	snapDone atomic.Bool
+
+	client    *kgo.Client // opened by Dial, closed by Close
+	closeOnce sync.Once
 }
 
 // New returns a Tracker; it does no I/O. kopts are the Kafka connection

@@ -3,220 +3,122 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
-	"sync"
-	"time"
 
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 )
 
-func init() {
-	register("backfill", "rebuild every document of an aggregate (--reindex: into a new index)", runBackfill)
-}
+var runBackfill = register(command{name: "backfill", summary: "rebuild every document of an aggregate (--reindex: into a new index)",
+	nargs: 1, hint: "name one aggregate, e.g. decant backfill customer", flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		job := &backfillJob{}
+		fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")
+		fs.BoolVar(&job.build, "build", false, "run a build stage in this process while waiting")
+		fs.BoolVar(&job.noWait, "no-wait", false, "return once the ids are enqueued")
+		return job.run
+	}})
 
-const backfillHelp = `Usage: decant backfill <aggregate> [--reindex] [--build] [--no-wait] [--config decant.yaml]
-
-Enqueues every root id of the aggregate into <prefix>.refs.<aggregate>
-(keyset pagination, bounded memory), then waits until the build stage's
-consumer group has built them all, with a progress line (count, rate, ETA)
-on stderr. The documents are built by whatever build stage runs (decant run
-or decant build, in any process); --build runs one in this process too.
-
---reindex applies a mapping change without downtime: creates the new
-concrete index, makes every running sink write to both indexes, backfills,
-then swaps the alias atomically and deletes the old index.
-
-Examples:
-  decant backfill customer
-  decant backfill customer --build            # no decant run/build running
-  decant backfill customer --reindex          # after changing its mapping
-  decant backfill customer --no-wait          # enqueue only
-
-Flags:
-`
-
-func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backfill", backfillHelp, stderr)
-	configPath := configFlag(fs)
-	reindex := fs.Bool("reindex", false, "build into a new index and swap the alias when done")
-	build := fs.Bool("build", false, "run a build stage in this process while waiting")
-	noWait := fs.Bool("no-wait", false, "return once the ids are enqueued")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
+func (j *backfillJob) run(ctx context.Context, c *call) int {
+	if j.reindex && j.noWait {
+		return c.fail(2, errors.New("--reindex waits for the documents before it swaps the alias; drop --no-wait"))
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "decant backfill: name one aggregate, e.g. decant backfill customer")
-		return 2
-	}
-	if *reindex && *noWait {
-		fmt.Fprintln(stderr, "decant backfill: --reindex waits for the documents before it swaps the alias; drop --no-wait")
-		return 2
-	}
-	st, err := setupResolver(ctx, *configPath, "decant-backfill", stderr)
+	st, err := c.openStack(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant backfill:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer st.close()
-	a, err := findAggregate(st.model, pos[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "decant backfill: %v\n", err)
-		return 1
+	if j.a, err = st.model.FindAggregate(c.args[0]); err != nil {
+		return c.fail(1, err)
 	}
+	j.st, j.call = st, c
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var closers []func() // run after the build stage stopped (defers run last-in first-out)
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	// startBuild runs a build stage in this process (--build). With
-	// --reindex it starts once the new index exists, so the sinks accept
-	// the changed mapping (they check the index at start).
-	startBuild := func() error {
-		sink, closeSinks, err := newSinks(ctx, st)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeSinks)
-		b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer b.Close()
-			if err := b.Run(ctx); err != nil {
-				st.log.Error("build stage stopped", "err", err)
-			}
-		}()
-		return nil
+	defer j.stop(cancel)
+	if j.reindex {
+		return j.runReindex(ctx)
 	}
-	if *build && !*reindex {
-		if err := startBuild(); err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
+	if j.build {
+		if err := j.startBuild(ctx); err != nil {
+			return c.fail(1, err)
 		}
 	}
-	fill := func(ctx context.Context) error {
-		if *build && *reindex {
-			if err := startBuild(); err != nil {
-				return err
-			}
-		}
-		bar := newProgressLine(stderr, "enqueue "+a.Name)
-		bf, err := resolver.Backfill(ctx, st.rcfg, st.pool, st.model, a.Name, resolver.BackfillOptions{Progress: bar.update})
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		if *noWait {
-			fmt.Fprintf(stdout, "enqueued %d ids of %s\n", bf.Count, a.Name)
-			return nil
-		}
-		bar = newProgressLine(stderr, "build "+a.Name)
-		bar.hint = "no progress for 30s: is a build stage running? (decant run, decant build, or add --build)"
-		err = resolver.WaitBuilt(ctx, st.rcfg, bf, bar.update)
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "built %d documents of %s\n", bf.Count, a.Name)
-		return nil
+	err = resolver.BackfillAndWait(ctx, st.rcfg, st.pool, st.model, j.a.Name, j.noWait, c.stdout, c.stderr)
+	if errors.Is(err, context.Canceled) {
+		err = errors.New("interrupted; the ids already enqueued will still be built")
 	}
-	if *reindex {
-		if len(st.cfg.Elasticsearch.URLs) == 0 {
-			fmt.Fprintln(stderr, "decant backfill: --reindex needs Elasticsearch (elasticsearch.urls is empty)")
-			return 2
-		}
-		es, err := newESClient(st.cfg)
-		if err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
-		}
-		err = indexer.Reindex(ctx, es, indexer.SpecFor(a, false), indexer.ReindexOptions{Logger: st.log}, fill)
-		if err != nil {
-			fmt.Fprintln(stderr, "decant backfill:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "reindexed %s: alias %s now points at %s\n", a.Name, a.Index, indexer.SpecFor(a, false).IndexName())
-		return 0
-	}
-	if err := fill(ctx); err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(stderr, "decant backfill: interrupted; the ids already enqueued will still be built")
-			return 1
-		}
-		fmt.Fprintln(stderr, "decant backfill:", err)
-		return 1
+	if err != nil {
+		return c.fail(1, err)
 	}
 	return 0
 }
 
-// progressLine redraws one line on a terminal: count, total, rate, ETA.
-// Updates are throttled to 5 per second.
-type progressLine struct {
-	w        io.Writer
-	label    string
-	hint     string
-	start    time.Time
-	drawn    time.Time
-	moved    time.Time
-	last     int64
-	hinted   bool
-	anything bool
+// backfillJob is one `decant backfill`: enqueue every id, wait until they
+// are built, optionally with a build stage in this process (--build) and
+// into a new index (--reindex).
+type backfillJob struct {
+	*call
+	st                     *stack
+	a                      *mappings.Aggregate
+	reindex, build, noWait bool
+	stopBuild              func() // waits for the --build stage, then closes its sinks
 }
 
-func newProgressLine(w io.Writer, label string) *progressLine {
-	now := time.Now()
-	return &progressLine{w: w, label: label, start: now, moved: now}
-}
-
-func (p *progressLine) update(done, total int64) {
-	now := time.Now()
-	if done != p.last {
-		p.last, p.moved = done, now
-	}
-	if p.hint != "" && !p.hinted && now.Sub(p.moved) > 30*time.Second && done < total {
-		fmt.Fprintf(p.w, "\n%s\n", p.hint)
-		p.hinted = true
-	}
-	if now.Sub(p.drawn) < 200*time.Millisecond && done < total {
-		return
-	}
-	p.drawn = now
-	p.anything = true
-	fmt.Fprintf(p.w, "\r%s\x1b[K", formatProgress(p.label, done, total, now.Sub(p.start)))
-}
-
-func (p *progressLine) finish() {
-	if p.anything {
-		fmt.Fprintln(p.w)
+// stop cancels the build stage, waits for it, then closes its sinks.
+func (j *backfillJob) stop(cancel context.CancelFunc) {
+	cancel()
+	if j.stopBuild != nil {
+		j.stopBuild()
 	}
 }
 
-// formatProgress renders "build customer  12345/100000  12%  5432/s  ETA 16s".
-func formatProgress(label string, done, total int64, elapsed time.Duration) string {
-	rate := 0.0
-	if s := elapsed.Seconds(); s > 0 {
-		rate = float64(done) / s
+// startBuild runs a build stage in this process (--build) until ctx ends.
+// With --reindex it starts once the new index exists, so the sinks accept
+// the changed mapping (they check the index at start).
+func (j *backfillJob) startBuild(ctx context.Context) error {
+	sink, closeSinks, err := newSinks(ctx, j.st)
+	if err != nil {
+		return err
 	}
-	pct, eta := "", "ETA ?"
-	if total > 0 {
-		pct = fmt.Sprintf("  %3d%%", min(100, done*100/total))
-		if rate > 0 && done < total {
-			eta = "ETA " + (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
-		} else if done >= total {
-			eta = "done in " + elapsed.Round(100*time.Millisecond).String()
+	b, err := resolver.NewBuilder(j.st.rcfg, j.st.model, j.st.pool, sink)
+	if err != nil {
+		closeSinks()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer b.Close()
+		if err := b.Run(ctx); err != nil {
+			j.st.log.Error("build stage stopped", "err", err)
 		}
+	}()
+	j.stopBuild = func() { <-done; closeSinks() }
+	return nil
+}
+
+// runReindex builds into a new concrete index, then swaps the alias
+// (indexer.Reindex), and returns the exit status.
+func (j *backfillJob) runReindex(ctx context.Context) int {
+	es, err := indexer.NewClient(j.st.cfg.Elasticsearch)
+	if err != nil {
+		return j.fail(1, err)
 	}
-	return fmt.Sprintf("%s  %d/%d%s  %.0f/s  %s", label, done, total, pct, rate, eta)
+	if es == nil {
+		return j.fail(2, errors.New("--reindex needs Elasticsearch (elasticsearch.urls is empty)"))
+	}
+	spec := indexer.SpecFor(j.a, false)
+	err = indexer.Reindex(ctx, es, spec, indexer.ReindexOptions{Logger: j.st.log}, func(fillCtx context.Context) error {
+		if j.build { // runs until the command ends, not only while filling
+			if err := j.startBuild(ctx); err != nil {
+				return err
+			}
+		}
+		return resolver.BackfillAndWait(fillCtx, j.st.rcfg, j.st.pool, j.st.model, j.a.Name, false, j.stdout, j.stderr)
+	})
+	if err != nil {
+		return j.fail(1, err)
+	}
+	fmt.Fprintf(j.stdout, "reindexed %s: alias %s now points at %s\n", j.a.Name, j.a.Index, spec.IndexName())
+	return 0
 }

@@ -2,128 +2,41 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 
-	"github.com/elastic/go-elasticsearch/v8"
-
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/resolver"
 )
 
-func init() {
-	register("build", "run the build stage: refs → documents → aggregate topics and Elasticsearch", runBuild)
-}
+var runBuild = register(command{name: "build", summary: "run the build stage: refs → documents → aggregate topics and Elasticsearch", flags: noFlags(buildStage)})
 
-const buildHelp = `Usage: decant build [--config decant.yaml]
-
-Runs the build stage until SIGINT or SIGTERM: consumes the refs topics
-(consumer group <resolver.group>.build), builds each batch of documents with
-one SQL statement in a snapshot where the triggering transactions are
-visible, and writes them to <prefix>.agg.<aggregate> and to Elasticsearch
-(unless elasticsearch.urls is empty). Offsets are committed only after both
-sinks accepted the documents. Run several to share the refs partitions.
-
-Examples:
-  decant build
-  DECANT_ELASTICSEARCH_URLS=http://es:9200 decant build --config /etc/decant/decant.yaml
-
-Flags:
-`
-
-func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("build", buildHelp, stderr)
-	configPath := configFlag(fs)
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant build: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	st, err := setupResolver(ctx, *configPath, "decant-build", stderr)
+func buildStage(ctx context.Context, c *call) int {
+	st, err := c.openStack(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer st.close()
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer closeSinks()
 	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant build:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer b.Close()
-	ops, stopOps := st.startOps(ctx)
-	defer stopOps()
-	ops.setStage("build", true)
-	if err := b.Run(ctx); err != nil {
-		st.log.Error("build stage stopped", "err", err)
-		return 1
-	}
-	return 0
+	return st.runStage(ctx, "build", "build stage stopped", b.Run)
 }
 
-// newSinks creates the aggregate topic sink and, when Elasticsearch is
-// configured, makes sure every aggregate's alias exists and creates the
-// Elasticsearch sink.
-func newSinks(ctx context.Context, st *resolverSetup) (resolver.Sink, func(), error) {
-	cfg := st.cfg
-	ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: st.log, Registerer: st.rcfg.Registerer})
+// newSinks creates the sinks the config asks for (indexer.OpenSinks) as
+// the build stage's Sink.
+func newSinks(ctx context.Context, st *stack) (resolver.Sink, func(), error) {
+	ks, es, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(cfg.Elasticsearch.URLs) == 0 {
+	if es == nil { // elasticsearch.urls is empty: aggregate topics only
 		return resolver.Sinks{ks}, ks.Close, nil
 	}
-	es, err := newESClient(cfg)
-	if err != nil {
-		ks.Close()
-		return nil, nil, err
-	}
-	aliases := map[string]string{}
-	for _, a := range st.model.Aggregates {
-		aliases[a.Name] = a.Index
-		if _, err := indexer.EnsureIndex(ctx, es, indexer.SpecFor(a, false)); err != nil {
-			ks.Close()
-			return nil, nil, err
-		}
-	}
-	ess, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es, Aliases: aliases, Kafka: st.rcfg.Kafka, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions, Logger: st.log,
-		Registerer: st.rcfg.Registerer})
-	if err != nil {
-		ks.Close()
-		return nil, nil, err
-	}
-	return resolver.Sinks{ks, ess}, func() { ess.Close(); ks.Close() }, nil
-}
-
-// newESClient builds the Elasticsearch client the config asks for.
-func newESClient(cfg *config.Config) (*elasticsearch.Client, error) {
-	tc, err := tlsConfig("elasticsearch", cfg.Elasticsearch.TLS)
-	if err != nil {
-		return nil, err
-	}
-	ec := elasticsearch.Config{Addresses: cfg.Elasticsearch.URLs, Username: cfg.Elasticsearch.Username,
-		Password: cfg.Elasticsearch.Password, APIKey: cfg.Elasticsearch.APIKey}
-	if tc != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		ec.Transport = tr
-	}
-	es, err := elasticsearch.NewClient(ec)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch: %w", err)
-	}
-	return es, nil
+	return resolver.Sinks{ks, es}, func() { es.Close(); ks.Close() }, nil
 }

@@ -92,7 +92,7 @@ GRANT SELECT ON customers, orders, products, invoices TO `+role)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	var rep checkReport
+	var rep mappings.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

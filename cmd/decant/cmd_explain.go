@@ -2,83 +2,43 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"flag"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/decant-cdc/decant/config"
 )
 
-func init() {
-	register("explain", "print the generated SQL of an aggregate (build and routes)", runExplain)
-}
+var runExplain = register(command{name: "explain", summary: "print the generated SQL of an aggregate (build and routes)",
+	nargs: 1, hint: "name one aggregate, e.g. decant explain customer", flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		index := fs.Bool("index", false, "print the Elasticsearch index settings and mapping")
+		return func(ctx context.Context, c *call) int { return explain(ctx, c, *index) }
+	}})
 
-const explainHelp = `Usage: decant explain <aggregate> [--config decant.yaml] [--index]
-
-Binds the mappings to the live database catalog and prints the aggregate's
-generated SQL: the build statement (one row per id: the id columns and the
-document) and, for every table the aggregate uses, the route that turns a
-changed row into aggregate ids, with its lookup statement. Parameters are
-text[] arrays of key values, cast in SQL.
-
-With --index it prints the Elasticsearch index settings and mapping instead.
-
-Examples:
-  decant explain customer
-  decant explain customer --index | jq .mappings.properties
-
-Flags:
-`
-
-func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("explain", explainHelp, stderr)
-	configPath := configFlag(fs)
-	index := fs.Bool("index", false, "print the Elasticsearch index settings and mapping")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "decant explain: name one aggregate, e.g. decant explain customer")
-		return 2
-	}
-	cfg, err := config.Load(*configPath, os.Environ())
+func explain(ctx context.Context, c *call, index bool) int {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(c.stderr, err)
 		return 1
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant explain:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer conn.Close(context.Background())
 	model, _, err := loadAndBind(ctx, cfg, conn)
-	if err != nil && model == nil {
-		fmt.Fprintln(stderr, err)
+	if err != nil && (model == nil || model.Aggregate(c.args[0]) == nil) {
+		fmt.Fprintln(c.stderr, err) // why the aggregate did not bind
 		return 1
 	}
-	a := model.Aggregate(pos[0])
-	if a == nil {
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		var names []string
-		for _, x := range model.Aggregates {
-			names = append(names, x.Name)
-		}
-		fmt.Fprintf(stderr, "decant explain: no aggregate %q; the mappings define: %s\n", pos[0], strings.Join(names, ", "))
-		return 1
+	a, err := model.FindAggregate(c.args[0])
+	if err != nil {
+		return c.fail(1, err)
 	}
-	if *index {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"index": a.Index, "settings": a.IndexSettings(), "mappings": a.IndexMapping()})
+	if index {
+		writeJSON(c.stdout, map[string]any{"index": a.Index, "settings": a.IndexSettings(), "mappings": a.IndexMapping()})
 		return 0
 	}
-	fmt.Fprint(stdout, a.Explain())
+	fmt.Fprint(c.stdout, a.Explain())
 	return 0
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -11,89 +12,57 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 )
 
-func init() {
-	register("init", "write a starting mapping from the database's foreign keys", runInit)
-}
-
-const initHelp = `Usage: decant init [--config decant.yaml] [--schema S] [--root T]... [--depth N] [--out FILE]
-
-Reads the foreign keys of the database named by the config (postgres.dsn)
-and writes a starting mapping file:
-  - roots: the tables named with --root, else every table with a primary key,
-    no NOT NULL foreign key to another table, that is not a join table;
-  - one-to-many (or one-to-one, when the foreign key is unique) for each
-    table whose foreign key points at a mapped table, up to --depth levels;
-  - many-to-one objects for each foreign key of a mapped table;
-  - many-to-many lists through join tables (primary key = two foreign keys).
-Comments in the output mark the choices to review. Then run decant check.
-
-Examples:
-  decant init > mappings/shop.yaml
-  decant init --schema sales --root orders --root customers --out mappings/sales.yaml
-
-Flags:
-`
+var runInit = register(command{name: "init", summary: "write a starting mapping from the database's foreign keys",
+	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		var opts mappings.InitOptions
+		fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
+		fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
+		fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
+		out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
+		return func(ctx context.Context, c *call) int { return initMapping(ctx, c, opts, *out) }
+	}})
 
 type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
-func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("init", initHelp, stderr)
-	configPath := configFlag(fs)
-	var opts mappings.InitOptions
-	fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
-	fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
-	fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
-	out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "decant init: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	cfg, err := config.Load(*configPath, os.Environ())
+func initMapping(ctx context.Context, c *call, opts mappings.InitOptions, out string) int {
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(c.stderr, err)
 		return 1
 	}
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer conn.Close(context.Background())
 	cat, err := mappings.ReadCatalog(ctx, conn)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	data, err := mappings.Init(cat, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+		return c.fail(1, err)
 	}
-	if *out == "" {
-		_, _ = stdout.Write(data)
+	if out == "" {
+		_, _ = c.stdout.Write(data)
 		return 0
 	}
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
+	if err := writeNew(out, data); err != nil {
+		return c.fail(1, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
-	}
-	if err := f.Close(); err != nil {
-		fmt.Fprintln(stderr, "decant init:", err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "wrote %s; review it, then run decant check\n", *out)
+	fmt.Fprintf(c.stderr, "wrote %s; review it, then run decant check\n", out)
 	return 0
+}
+
+// writeNew writes data to a file that must not exist yet.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

@@ -4,71 +4,35 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/decant-cdc/decant/resolver"
 )
 
-func init() {
-	register("preview", "print the document of one aggregate id as it would be indexed", runPreview)
-}
+var runPreview = register(command{name: "preview", summary: "print the document of one aggregate id as it would be indexed",
+	nargs: 2, hint: `give an aggregate and an id, e.g. decant preview customer '{"id":7}'`, flags: noFlags(preview)})
 
-const previewHelp = `Usage: decant preview <aggregate> <id> [--config decant.yaml]
-
-Builds the document of one id with the same statement and version rule as
-the build stage and prints its envelope (as written to the aggregate topic)
-as indented JSON. Nothing is written anywhere. An id without a root row
-prints a deleted envelope (doc null).
-
-The id is a JSON object naming every id column, or a bare value when the
-id has one column.
-
-Examples:
-  decant preview customer 7
-  decant preview customer '{"id":7}'
-  decant preview order_line '{"order_id":7,"line_no":2}'
-  decant preview customer 7 | jq .doc.orders
-
-Flags:
-`
-
-func runPreview(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("preview", previewHelp, stderr)
-	configPath := configFlag(fs)
-	pos, code, ok := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 2 {
-		fmt.Fprintln(stderr, `decant preview: give an aggregate and an id, e.g. decant preview customer '{"id":7}'`)
-		return 2
-	}
-	st, err := setupResolver(ctx, *configPath, "decant-preview", stderr)
+func preview(ctx context.Context, c *call) int {
+	st, err := c.openStack(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	defer st.close()
-	a, err := findAggregate(st.model, pos[0])
+	a, err := st.model.FindAggregate(c.args[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "decant preview: %v\n", err)
-		return 1
+		return c.fail(1, err)
 	}
-	key, err := resolver.ParseID(a, pos[1])
+	key, err := resolver.ParseID(a, c.args[1])
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 2
+		return c.fail(2, err)
 	}
 	doc, err := resolver.Preview(ctx, st.pool, a, key)
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return c.fail(1, err)
 	}
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		fmt.Fprintln(stderr, "decant preview:", err)
-		return 1
+		return c.fail(1, err)
 	}
-	fmt.Fprintln(stdout, string(out))
+	fmt.Fprintln(c.stdout, string(out))
 	return 0
 }

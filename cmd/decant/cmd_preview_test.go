@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
@@ -57,22 +56,6 @@ func TestResolverCommandsHelp(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := commands[name].run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "Examples:") {
 			t.Errorf("%s --help: exit %d\n%s", name, code, errb.String())
-		}
-	}
-}
-
-func TestFormatProgress(t *testing.T) {
-	for _, tc := range []struct {
-		done, total int64
-		elapsed     time.Duration
-		want        string
-	}{
-		{0, 100, 0, "x  0/100    0%  0/s  ETA ?"},
-		{25, 100, 5 * time.Second, "x  25/100   25%  5/s  ETA 15s"},
-		{100, 100, 10 * time.Second, "x  100/100  100%  10/s  done in 10s"},
-	} {
-		if got := formatProgress("x", tc.done, tc.total, tc.elapsed); got != tc.want {
-			t.Errorf("formatProgress(%d, %d, %s) = %q, want %q", tc.done, tc.total, tc.elapsed, got, tc.want)
 		}
 	}
 }

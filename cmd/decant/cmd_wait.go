@@ -3,121 +3,56 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
-	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/decant-cdc/decant/config"
-	"github.com/decant-cdc/decant/mappings"
-	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/wire"
 )
 
-func init() {
-	register("wait", "block until a WAL position is reflected in every sink", runWait)
-}
+var runWait = register(command{name: "wait", summary: "block until a WAL position is reflected in every sink",
+	nargs: -1, flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
+		lsn := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
+		timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+		return func(ctx context.Context, c *call) int { return wait(ctx, c, *lsn, *timeout) }
+	}})
 
-const waitHelp = `Usage: decant wait --lsn LSN [--timeout 30s] [--config decant.yaml]
-
-Returns (exit 0) once every change committed at or before LSN is in the
-aggregate topics and Elasticsearch, and searchable; exit 1 on timeout. It
-reads the stages' progress from PostgreSQL and Kafka, so it works whether the
-stages run in one 'decant run' or in separate processes.
-
-Examples:
-  LSN=$(psql -Atc 'SELECT pg_current_wal_lsn()') && decant wait --lsn "$LSN"
-  decant wait --lsn 0/16B3748 --timeout 5s
-
-Flags:
-`
-
-func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("wait", waitHelp, stderr)
-	cfgPath := configFlag(fs)
-	lsnArg := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if _, code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	lsn, err := wire.ParseLSN(*lsnArg)
+func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) int {
+	lsn, err := wire.ParseLSN(lsnArg)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: --lsn: %v\n", err)
-		return 2
+		return c.fail(2, fmt.Errorf("--lsn: %w", err))
 	}
-	cfg, err := config.Load(*cfgPath, os.Environ())
+	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: %v\n", err)
-		return 2
+		return c.fail(2, err)
 	}
-	env, err := openOps(ctx, cfg)
+	st, err := openStackFrom(ctx, cfg, "decant-wait", c.stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "decant wait: %v\n", err)
-		return 1
+		return c.fail(1, err)
 	}
-	defer env.close()
+	defer st.close()
+	tracker, err := st.openTracker(ctx)
+	if err != nil {
+		return c.fail(1, err)
+	}
+	defer tracker.Close()
+	es, err := indexer.NewClient(cfg.Elasticsearch)
+	if err != nil {
+		return c.fail(1, err)
+	}
 	started := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := waitVisible(wctx, env.tracker, esRefresher(env.es, env.model), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, tracker, indexer.Refresher(es, st.model.Aggregates), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
-			fmt.Fprintf(stderr, "decant wait: %s not indexed within %s: %v\n", wire.FormatLSN(lsn), *timeout, err)
-		} else {
-			fmt.Fprintf(stderr, "decant wait: %v\n", err)
+			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}
-		return 1
+		return c.fail(1, err)
 	}
-	fmt.Fprintf(stdout, "%s indexed (waited %s)\n", wire.FormatLSN(lsn), time.Since(started).Round(time.Millisecond))
+	fmt.Fprintf(c.stdout, "%s indexed (waited %s)\n", wire.FormatLSN(lsn), time.Since(started).Round(time.Millisecond))
 	return 0
-}
-
-// opsEnv is what wait and status read: the database, Kafka, Elasticsearch
-// and the model.
-type opsEnv struct {
-	cfg     *config.Config
-	pool    *pgxpool.Pool
-	model   *mappings.Model
-	tracker *watermark.Tracker
-	es      *elasticsearch.Client
-	closers []func()
-}
-
-func (e *opsEnv) close() {
-	for i := len(e.closers) - 1; i >= 0; i-- {
-		e.closers[i]()
-	}
-}
-
-func openOps(ctx context.Context, cfg *config.Config) (*opsEnv, error) {
-	env := &opsEnv{cfg: cfg}
-	conn, err := connectPG(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	model, _, err := loadAndBind(ctx, cfg, conn)
-	conn.Close(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	env.model = model
-	env.pool, err = pgxpool.New(ctx, cfg.Postgres.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	env.closers = append(env.closers, env.pool.Close)
-	cl, adm, err := kafkaAdmin(ctx, cfg)
-	if err != nil {
-		env.close()
-		return nil, err
-	}
-	env.closers = append(env.closers, cl.Close)
-	env.tracker = newTracker(cfg, model, env.pool, adm)
-	if env.es, err = esClientFromConfig(cfg); err != nil {
-		env.close()
-		return nil, err
-	}
-	return env, nil
 }

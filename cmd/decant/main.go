@@ -2,30 +2,54 @@
 // normalized PostgreSQL database. See README.md and docs/.
 //
 // This package is wiring only: each subcommand parses its flags, loads the
-// config and calls into the stage packages.
+// config and calls into the stage packages. Its --help text is
+// help/<command>.txt.
 package main
 
 import (
+	"cmp"
 	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
-// command is one subcommand. run returns the process exit status.
+// command is one subcommand. run parses its flags and positional
+// arguments, then calls the body its flags function returned.
 type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	name, summary string
+	// nargs is how many positional arguments it takes; -1 ignores them.
+	nargs int
+	// hint is printed when the count is wrong; "" names the first
+	// unexpected argument.
+	hint string
+	// flags adds the command's own flags (--config is shared) and returns
+	// its body, which returns the process exit status.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, c *call) int
 }
 
-// commands is filled by the init functions of the cmd_*.go files.
+// call is one invocation of a command, its flags parsed.
+type call struct {
+	name, configPath string
+	args             []string
+	stdout, stderr   io.Writer
+}
+
+// commands is filled by the cmd_*.go files.
 var commands = map[string]command{}
 
-func register(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
-	commands[name] = command{summary: summary, run: run}
+// register adds a command and returns its entry point.
+func register(c command) func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	commands[c.name] = c
+	return c.run
 }
 
 func main() {
@@ -48,28 +72,78 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return c.run(ctx, args[1:], stdout, stderr)
 }
 
+// help holds the --help text of every command (help/<command>.txt) and of
+// decant itself (help/decant.txt): prose, kept apart from the wiring.
+//
+//go:embed help/*.txt
+var help embed.FS
+
+func helpText(name string) string {
+	b, _ := help.ReadFile("help/" + name + ".txt")
+	return string(b)
+}
+
 func usage(w io.Writer) {
-	fmt.Fprint(w, `decant streams PostgreSQL changes into Kafka and keeps denormalized documents
-in Kafka aggregate topics and Elasticsearch in sync with the database.
-
-Usage: decant <command> [flags]
-
-Commands:
-`)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var list strings.Builder
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(&list, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprint(w, `
-Examples:
-  decant check --config decant.yaml        # validate config and mappings against the database
-  decant run --config decant.yaml          # run every stage in one process
-  decant preview customer '{"id":7}'       # print one document as it would be indexed
+	fmt.Fprint(w, strings.Replace(helpText("decant"), "{{commands}}", list.String(), 1))
+}
 
-Run 'decant <command> --help' for a command's flags. Docs: docs/README.md
-`)
+// run parses args, allowing flags after positional arguments, and runs
+// the command. --config defaults to $DECANT_CONFIG, else decant.yaml.
+func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), helpText(c.name))
+		fs.PrintDefaults()
+	}
+	configPath := fs.String("config", cmp.Or(os.Getenv("DECANT_CONFIG"), "decant.yaml"), "config file (env DECANT_CONFIG)")
+	body := c.flags(fs)
+	var pos []string
+	for {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return 0
+		} else if err != nil {
+			return 2
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	if c.nargs >= 0 && len(pos) != c.nargs {
+		if c.hint == "" {
+			fmt.Fprintf(stderr, "decant %s: unexpected argument %q\n", c.name, pos[c.nargs])
+		} else {
+			fmt.Fprintf(stderr, "decant %s: %s\n", c.name, c.hint)
+		}
+		return 2
+	}
+	return body(ctx, &call{name: c.name, configPath: *configPath, args: pos, stdout: stdout, stderr: stderr})
+}
+
+// noFlags is the flags function of a command with only --config.
+func noFlags(body func(ctx context.Context, c *call) int) func(*flag.FlagSet) func(context.Context, *call) int {
+	return func(*flag.FlagSet) func(context.Context, *call) int { return body }
+}
+
+// fail prints "decant <command>: <err>" and returns the exit status code.
+func (c *call) fail(code int, err error) int {
+	fmt.Fprintf(c.stderr, "decant %s: %v\n", c.name, err)
+	return code
+}
+
+// writeJSON writes v as indented JSON, for scripts.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -20,8 +20,8 @@
 //  4. Wrong credentials: e2e/binary TestBadConfigFailsBeforeSideEffects
 //     ("wrong password": PostgreSQL's reason, the key to check, the
 //     password never printed). The test servers run without Kafka SASL or
-//     Elasticsearch security, so those refusals (cmd/decant/ops.go
-//     checkES: 401/403) are not exercised against a server.
+//     Elasticsearch security, so those refusals (indexer.Ping
+//     401/403) are not exercised against a server.
 //  5. Unreachable servers at start: e2e/binary
 //     TestBadConfigFailsBeforeSideEffects ("unreachable kafka",
 //     "unreachable elasticsearch", "unreachable postgres").

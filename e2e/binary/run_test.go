@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decant-cdc/decant/client"
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/opsapi"
 )
 
 func heavy() bool { return os.Getenv("DECANT_HEAVY") == "1" }
@@ -41,7 +41,7 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
 	})
 	var total time.Duration
-	cl := client.New("http://" + addr)
+	cl := opsapi.NewClient("http://" + addr)
 	for i := 1; i <= iterations; i++ {
 		name := fmt.Sprintf("written-%d", i)
 		p.PG.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
@@ -50,7 +50,7 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 		// Odd iterations use the Go client, even ones plain HTTP.
 		if i%2 == 1 {
 			if err := cl.Wait(context.Background(), lsn, 2*time.Minute); err != nil {
-				t.Fatalf("iteration %d: client.Wait(%s): %v", i, lsn, err)
+				t.Fatalf("iteration %d: opsapi.Wait(%s): %v", i, lsn, err)
 			}
 		} else if code, body, err := testenv.Get("http://" + addr + "/v1/wait?lsn=" + url.QueryEscape(lsn) + "&timeout=2m"); err != nil || code != 200 {
 			t.Fatalf("iteration %d: /v1/wait?lsn=%s: %d %s %v", i, lsn, code, body, err)
@@ -67,15 +67,15 @@ func TestReadYourWritesSeparateProcesses(t *testing.T) {
 	if code != 408 {
 		t.Fatalf("/v1/wait for a future LSN: status %d, want 408", code)
 	}
-	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != client.ErrTimeout {
-		t.Fatalf("client.Wait for a future LSN: %v, want ErrTimeout", err)
+	if err := cl.Wait(context.Background(), "FFFFFFFF/0", 300*time.Millisecond); err != opsapi.ErrTimeout {
+		t.Fatalf("opsapi.Wait for a future LSN: %v, want ErrTimeout", err)
 	}
 	if code, body, _ := testenv.Get("http://" + addr + "/v1/wait?lsn=nonsense"); code != 400 || !strings.Contains(body, "pg_current_wal_lsn") {
 		t.Fatalf("/v1/wait?lsn=nonsense: %d %s, want 400 saying what to pass", code, body)
 	}
 	wm, err := cl.Watermarks(context.Background())
 	if err != nil || wm["build"] == nil || wm["stream"] == nil {
-		t.Fatalf("client.Watermarks: %v %v", wm, err)
+		t.Fatalf("opsapi.Watermarks: %v %v", wm, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package opsapi
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
-// opsServer is the one HTTP port: /metrics, /healthz, /readyz,
-// /v1/watermarks and /v1/wait.
-type opsServer struct {
+// Server is the one HTTP port of a decant process: /metrics, /healthz,
+// /readyz, /v1/watermarks and /v1/wait. Safe for concurrent use.
+type Server struct {
 	log     *slog.Logger
 	tracker *watermark.Tracker
 	// refresh makes written documents visible to searches (Elasticsearch
@@ -32,24 +33,36 @@ type opsServer struct {
 	stages map[string]bool // stage → running
 }
 
-func newOpsServer(log *slog.Logger, tracker *watermark.Tracker, refresh func(context.Context) error, gather prometheus.Gatherer) *opsServer {
-	return &opsServer{log: log, tracker: tracker, refresh: refresh, gather: gather, stages: map[string]bool{}}
+// NewServer returns a server answering from tracker (nil when Kafka is not
+// reachable: the watermark routes then answer 503), refreshing searches
+// with refresh (nil without a search sink) and serving gather on /metrics.
+// It does no I/O.
+func NewServer(log *slog.Logger, tracker *watermark.Tracker, refresh func(context.Context) error, gather prometheus.Gatherer) *Server {
+	return &Server{log: log, tracker: tracker, refresh: refresh, gather: gather, stages: map[string]bool{}}
 }
 
-// setStage records whether a stage is running, for /readyz.
-func (o *opsServer) setStage(name string, running bool) {
+// SetStage records whether a stage is running, for /readyz.
+func (o *Server) SetStage(name string, running bool) {
 	o.mu.Lock()
 	o.stages[name] = running
 	o.mu.Unlock()
 }
 
-func (o *opsServer) handler() http.Handler {
+// Handler routes the API.
+func (o *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", o.readyz)
-	mux.HandleFunc("GET /v1/watermarks", o.watermarks)
-	mux.HandleFunc("GET /v1/wait", o.wait)
+	mux.HandleFunc("GET "+PathWatermarks, o.watermarks)
+	mux.HandleFunc("GET "+PathWait, o.wait)
+	// Profiles of the running process (docs/operations.md): the port is
+	// loopback by default; expose it only where profiles may be read.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
@@ -59,7 +72,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
+func (o *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ready := len(o.stages) > 0
@@ -73,7 +86,7 @@ func (o *opsServer) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ready, "stages": o.stages})
 }
 
-func (o *opsServer) watermarks(w http.ResponseWriter, r *http.Request) {
+func (o *Server) watermarks(w http.ResponseWriter, r *http.Request) {
 	if o.tracker == nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "kafka is not reachable from this process"})
 		return
@@ -88,7 +101,7 @@ func (o *opsServer) watermarks(w http.ResponseWriter, r *http.Request) {
 
 // wait answers 200 once every change committed at or before ?lsn= is in
 // every sink and searchable, 408 when ?timeout= (default 30s) passes first.
-func (o *opsServer) wait(w http.ResponseWriter, r *http.Request) {
+func (o *Server) wait(w http.ResponseWriter, r *http.Request) {
 	lsn, err := wire.ParseLSN(r.URL.Query().Get("lsn"))
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "lsn: " + err.Error() + " (pass the result of SELECT pg_current_wal_lsn())"})
@@ -108,7 +121,7 @@ func (o *opsServer) wait(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	err = waitVisible(ctx, o.tracker, o.refresh, lsn)
+	err = WaitVisible(ctx, o.tracker, o.refresh, lsn)
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": fmt.Sprintf("not indexed within %s: %v", timeout, err)})
 		return
@@ -120,8 +133,9 @@ func (o *opsServer) wait(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"lsn": wire.FormatLSN(lsn), "waited_ms": time.Since(started).Milliseconds()})
 }
 
-// waitVisible is Wait plus a refresh so the documents are searchable.
-func waitVisible(ctx context.Context, t *watermark.Tracker, refresh func(context.Context) error, lsn uint64) error {
+// WaitVisible is Tracker.Wait plus a refresh so the documents are
+// searchable; refresh may be nil. It blocks until ctx ends.
+func WaitVisible(ctx context.Context, t *watermark.Tracker, refresh func(context.Context) error, lsn uint64) error {
 	if err := t.Wait(ctx, lsn); err != nil {
 		return err
 	}
@@ -131,8 +145,8 @@ func waitVisible(ctx context.Context, t *watermark.Tracker, refresh func(context
 	return nil
 }
 
-// serve runs the server until ctx ends. An empty addr disables it.
-func (o *opsServer) serve(ctx context.Context, addr string) error {
+// Serve runs the server until ctx ends. An empty addr disables it.
+func (o *Server) Serve(ctx context.Context, addr string) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
@@ -141,7 +155,7 @@ func (o *opsServer) serve(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w (choose another port with DECANT_HTTP_LISTEN)", addr, err)
 	}
-	srv := &http.Server{Handler: o.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	o.log.Info("http server listening", "addr", ln.Addr().String())
 	go func() {
 		<-ctx.Done()

@@ -1,12 +1,4 @@
-// Package client is a small Go client of decant's HTTP API, for
-// applications that want read-your-writes: after committing, read
-// pg_current_wal_lsn() and call Wait with it.
-//
-//	var lsn string
-//	_ = db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
-//	c := client.New("http://decant:8080")
-//	if err := c.Wait(ctx, lsn, 5*time.Second); err != nil { … } // now searchable
-package client
+package opsapi
 
 import (
 	"context"
@@ -25,8 +17,8 @@ type Client struct {
 	http *http.Client
 }
 
-// New returns a client of the decant HTTP API at baseURL (e.g. http://127.0.0.1:8080).
-func New(baseURL string) *Client {
+// NewClient returns a client of the decant HTTP API at baseURL (e.g. http://127.0.0.1:8080).
+func NewClient(baseURL string) *Client {
 	return &Client{base: baseURL, http: &http.Client{}}
 }
 
@@ -37,7 +29,7 @@ var ErrTimeout = errors.New("decant: not indexed before the timeout")
 // sink and searchable, or timeout passes (ErrTimeout).
 func (c *Client) Wait(ctx context.Context, lsn string, timeout time.Duration) error {
 	q := url.Values{"lsn": {lsn}, "timeout": {timeout.String()}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/wait?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+PathWait+"?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}
@@ -59,7 +51,7 @@ func (c *Client) Wait(ctx context.Context, lsn string, timeout time.Duration) er
 
 // Watermarks returns how far each stage has got (GET /v1/watermarks).
 func (c *Client) Watermarks(ctx context.Context) (map[string]any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/watermarks", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+PathWatermarks, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/opsapi"
+	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// stack is what every command that touches the pipeline opens from
+// decant.yaml: the logger, the mappings bound to the live catalog (every
+// aggregate must bind), a pool with the resolver's session settings, the
+// Kafka options, the stage config and the process's metrics registry.
+type stack struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	model *mappings.Model
+	cat   *mappings.Catalog
+	pool  *pgxpool.Pool
+	kopts []kgo.Opt
+	rcfg  resolver.Config
+	reg   *prometheus.Registry // every metric of this process, served on /metrics
+}
+
+func (s *stack) close() { s.pool.Close() }
+
+// openStack loads the config and opens the stack, its connections named
+// decant-<command> (application_name); see openStackFrom.
+func (c *call) openStack(ctx context.Context) (*stack, error) {
+	cfg, err := config.Load(c.configPath, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	return openStackFrom(ctx, cfg, "decant-"+c.name, c.stderr)
+}
+
+// openStackFrom binds the mappings to the live catalog and opens the pool.
+// It fails before any side effect.
+func openStackFrom(ctx context.Context, cfg *config.Config, appName string, stderr io.Writer) (*stack, error) {
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	model, cat, err := loadAndBind(ctx, cfg, conn)
+	conn.Close(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return newStack(ctx, cfg, model, cat, appName, stderr)
+}
+
+// newStack opens the pool of a bound model.
+func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, cat *mappings.Catalog, appName string, stderr io.Writer) (*stack, error) {
+	kopts, err := cfg.Kafka.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := resolver.NewPool(ctx, cfg.Postgres.DSN, appName, 0)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Log.NewLogger(stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
+	rcfg := resolver.ConfigFrom(cfg, kopts, log, reg)
+	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
+}
+
+// openTracker connects to Kafka, checks that a broker answers and returns
+// the watermark tracker of the stack's model.
+func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
+	cfg := s.cfg
+	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
+		Snapshot: cfg.Streamer.Snapshots(), Aggregates: s.model.AggregateNames()}
+	for _, t := range s.model.Tables() {
+		wc.RawTopics = append(wc.RawTopics, wire.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
+	}
+	t, err := watermark.Dial(ctx, wc, s.pool, s.kopts)
+	if err != nil {
+		return nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", cfg.Kafka.Brokers, err)
+	}
+	return t, nil
+}
+
+// runStage runs one stage until ctx ends, serving the HTTP port beside it
+// in the background (a failure to listen is logged, not fatal), and
+// returns the exit status: 1 when the stage failed, after logging stopped.
+func (s *stack) runStage(ctx context.Context, name, stopped string, run func(context.Context) error) int {
+	opsCtx, cancel := context.WithCancel(ctx)
+	tracker, err := s.openTracker(opsCtx)
+	if err == nil {
+		defer tracker.Close()
+	}
+	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
+	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.model.Aggregates), s.reg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ops.Serve(opsCtx, s.cfg.HTTP.Listen); err != nil {
+			s.log.Warn("http server not started", "err", err)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	ops.SetStage(name, true)
+	if err := run(ctx); err != nil {
+		s.log.Error(stopped, "err", err)
+		return 1
+	}
+	return 0
+}
+
+// loadAndBind binds the config's mappings to the live catalog
+// (mappings.LoadAndBind).
+func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mappings.Model, *mappings.Catalog, error) {
+	paths, err := cfg.MappingPaths()
+	if err != nil {
+		return nil, nil, err
+	}
+	return mappings.LoadAndBind(ctx, conn, paths)
+}
+
+func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", config.RedactDSN(cfg.Postgres.DSN), err)
+	}
+	return conn, nil
+}

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// ClientOptions turns the kafka section into franz-go connection options
+// (brokers, compression, TLS, SASL). Every stage and command builds its
+// Kafka clients from these.
+func (k Kafka) ClientOptions() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
+	switch k.Compression {
+	case "lz4":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()))
+	case "snappy":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()))
+	case "zstd":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()))
+	case "gzip":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression(), kgo.NoCompression()))
+	}
+	tc, err := k.TLS.ClientConfig("kafka")
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: tc}).DialContext))
+	}
+	s := k.SASL
+	switch s.Mechanism {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}
+
+// ClientConfig builds a client TLS config, or nil when TLS is off. key
+// names the section in errors (kafka, elasticsearch).
+func (c TLS) ClientConfig(key string) (*tls.Config, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s.tls.ca_file: %w", key, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s.tls.ca_file: %s holds no PEM certificate", key, c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" || c.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s.tls.cert_file/key_file: %w", key, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// NewLogger builds the structured logger the log section asks for,
+// writing to w.
+func (l Log) NewLogger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(l.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

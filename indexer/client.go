@@ -1,0 +1,94 @@
+package indexer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/mappings"
+)
+
+// NewClient builds the Elasticsearch client the elasticsearch section asks
+// for (URLs, credentials, TLS), or returns nil when no URL is configured:
+// the search sink is off. It does no I/O; Ping checks the server.
+func NewClient(cfg config.Elasticsearch) (*elasticsearch.Client, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, nil
+	}
+	tc, err := cfg.TLS.ClientConfig("elasticsearch")
+	if err != nil {
+		return nil, err
+	}
+	ec := elasticsearch.Config{Addresses: cfg.URLs, Username: cfg.Username, Password: cfg.Password, APIKey: cfg.APIKey}
+	if tc != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		ec.Transport = tr
+	}
+	es, err := elasticsearch.NewClient(ec)
+	if err != nil {
+		return nil, fmt.Errorf("elasticsearch: %w", err)
+	}
+	return es, nil
+}
+
+// Ping fails unless Elasticsearch answers with 200 within 10 seconds; the
+// error says which setting to check. urls are for the message.
+func Ping(ctx context.Context, es *elasticsearch.Client, urls []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := esapi.InfoRequest{}.Do(ctx, es)
+	if err != nil {
+		return fmt.Errorf("elasticsearch at %v is not reachable: %w (check elasticsearch.urls)", urls, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("elasticsearch at %v refused the credentials (%s): check elasticsearch.username/password or api_key", urls, res.Status())
+	}
+	if res.IsError() {
+		return fmt.Errorf("elasticsearch at %v answered %s", urls, res.Status())
+	}
+	return nil
+}
+
+// Refresher returns a function that refreshes the alias of every
+// aggregate so the documents written are searchable, or nil when es is nil.
+func Refresher(es *elasticsearch.Client, aggregates []*mappings.Aggregate) func(context.Context) error {
+	if es == nil {
+		return nil
+	}
+	var aliases []string
+	for _, a := range aggregates {
+		aliases = append(aliases, a.Index)
+	}
+	return func(ctx context.Context) error {
+		res, err := esapi.IndicesRefreshRequest{Index: aliases, AllowNoIndices: esapi.BoolPtr(true), IgnoreUnavailable: esapi.BoolPtr(true)}.Do(ctx, es)
+		if err != nil {
+			return fmt.Errorf("elasticsearch refresh: %w", err)
+		}
+		defer res.Body.Close()
+		if res.IsError() {
+			return fmt.Errorf("elasticsearch refresh: %s", res.Status())
+		}
+		return nil
+	}
+}
+
+// CountDocuments returns how many documents alias holds. ok is false when
+// Elasticsearch could not be asked.
+func CountDocuments(ctx context.Context, es *elasticsearch.Client, alias string) (n int64, ok bool) {
+	res, err := esapi.CountRequest{Index: []string{alias}}.Do(ctx, es)
+	if err != nil {
+		return 0, false
+	}
+	defer res.Body.Close()
+	var c struct{ Count int64 }
+	_ = json.NewDecoder(res.Body).Decode(&c)
+	return c.Count, true
+}
