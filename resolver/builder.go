@@ -32,8 +32,6 @@ type Builder struct {
 	met     *buildMetrics
 	aggs    []*mappings.Aggregate
 	byTopic map[string]*mappings.Aggregate
-
-	closeOnce sync.Once
 }
 
 // NewBuilder validates cfg. It does no I/O. db must carry SessionParams
@@ -58,8 +56,11 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 	return b, nil
 }
 
-// Close is idempotent. Run releases its clients itself.
-func (b *Builder) Close() { b.closeOnce.Do(func() {}) }
+// Close does nothing and may be called any number of times: Run opens
+// every client it uses and releases it before it returns, and the pool
+// belongs to the caller. It is here so every stage has the same lifecycle
+// (New, Run, Close) and callers need not know which stages hold resources.
+func (b *Builder) Close() {}
 
 // Run consumes refs and builds documents until ctx is cancelled. A batch
 // that fails (database, sink or Kafka error, transactions not visible in

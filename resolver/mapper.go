@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,7 +41,6 @@ type Mapper struct {
 	topics  []string                      // raw topics consumed
 	tables  map[string]mappings.TableName // raw topic → its table
 
-	closeOnce sync.Once
 }
 
 // NewMapper validates cfg. It does no I/O. db must carry SessionParams
@@ -98,9 +96,11 @@ func selectAggregates(model *mappings.Model, names []string) ([]*mappings.Aggreg
 	return out, nil
 }
 
-// Close is idempotent. Run releases its clients itself; Close exists for
-// the lifecycle every stage shares.
-func (m *Mapper) Close() { m.closeOnce.Do(func() {}) }
+// Close does nothing and may be called any number of times: Run opens
+// every client it uses and releases it before it returns, and the pool
+// belongs to the caller. It is here so every stage has the same lifecycle
+// (New, Run, Close) and callers need not know which stages hold resources.
+func (m *Mapper) Close() {}
 
 // Run consumes and resolves until ctx is cancelled. A failed batch
 // (database or Kafka error) is not committed: the session restarts after
