@@ -363,7 +363,7 @@ func (st *streamState) spoolStreamed(ctx context.Context, walStart uint64, data 
 // catalog too, later). A column, type or key changed inside the
 // transaction and not yet committed fails all three, and leaves the rows
 // to be decoded at commit.
-// (Types are loaded only for columns the committed catalog has: Types.Load
+// (types are loaded only for columns the committed catalog has: pgTypes.load
 // remembers an OID it cannot find.)
 func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 	sp := st.spooling
@@ -396,7 +396,7 @@ func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 		for i, c := range cols {
 			oids[i] = c.DataType
 		}
-		if err := st.s.types.Load(ctx, st.pool, oids...); err != nil {
+		if err := st.s.types.load(ctx, st.pool, oids...); err != nil {
 			return
 		}
 		pk = cpk

@@ -27,7 +27,7 @@ type Streamer struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *metrics
-	types   *Types
+	types   *pgTypes
 	kafka   *kgo.Client
 	admin   *kadm.Client
 	topics  sync.Map // topic name → struct{} once created
@@ -77,7 +77,7 @@ func New(cfg Config) (*Streamer, error) {
 		return nil, fmt.Errorf("streamer: kafka client: %w", err)
 	}
 	return &Streamer{cfg: cfg, log: cfg.Logger.With("stage", "stream", "slot", cfg.Slot), met: newMetrics(cfg.Registerer),
-		types: NewTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
+		types: newPGTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
 }
 
 // Close releases the Kafka client. It is idempotent; call it after Run returns.
