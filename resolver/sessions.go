@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -69,4 +70,49 @@ func leaveGroup(cl *kgo.Client) {
 	_ = cl.LeaveGroupContext(ctx)
 	cancel()
 	cl.Close()
+}
+
+// consume is the loop of a stage's session: it polls cl for at most maxRecords
+// records at a time until ctx ends (then it returns nil). handle gets each
+// non-empty poll; only when it returns nil are the records' offsets
+// committed (at-least-once), then committed gets the records and handle's
+// count. An error of handle, of a fetch or of the commit ends the session,
+// uncommitted, for runSessions to restart.
+func consume(ctx context.Context, cl *kgo.Client, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
+	for {
+		fs := cl.PollRecords(ctx, maxRecords)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		n, err := handle(recs)
+		if err != nil {
+			return err
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return fmt.Errorf("commit offsets: %w", err)
+		}
+		cl.AllowRebalance()
+		committed(recs, n)
+	}
+}
+
+// fetchErr returns the first fetch error that is not a cancellation.
+// franz-go retries retriable errors itself; what it reports is worth a
+// session restart.
+func fetchErr(fs kgo.Fetches) error {
+	var first error
+	fs.EachError(func(t string, p int32, err error) {
+		if first == nil && !errors.Is(err, context.Canceled) {
+			first = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+		}
+	})
+	return first
 }
