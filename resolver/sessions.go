@@ -72,11 +72,11 @@ func leaveGroup(cl *kgo.Client) {
 	cl.Close()
 }
 
-// consume is the loop of a stage's session: it polls cl for at most maxRecords
-// records at a time until ctx ends (then it returns nil). handle gets each
-// non-empty poll; only when it returns nil are the records' offsets
-// committed (at-least-once), then committed gets the records and handle's
-// count. An error of handle, of a fetch or of the commit ends the session,
+// consume is the loop of a stage's session: it polls cl for at most
+// maxRecords records at a time until ctx ends (then it returns nil).
+// handle gets each non-empty poll; only when it returns nil are the
+// records' offsets committed (at-least-once), then committed gets the
+// records and handle's count. An error of handle, of a fetch or of the commit ends the session,
 // uncommitted, for runSessions to restart.
 func consume(ctx context.Context, cl *kgo.Client, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
 	for {
