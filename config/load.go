@@ -136,7 +136,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) {
 				for f := range fields {
 					names = append(names, f)
 				}
-				d.fail(k, sub, "unknown key%s", Suggest(k.Value, names))
+				d.fail(k, sub, "unknown key%s", suggest(k.Value, names))
 				continue
 			}
 			if seen[k.Value] {
@@ -291,7 +291,7 @@ func applyEnv(cfg *Config, env []string) []error {
 		for n := range known {
 			names = append(names, n)
 		}
-		errs = append(errs, &Error{File: "environment", Key: k, Msg: "unknown variable" + Suggest(k, names)})
+		errs = append(errs, &Error{File: "environment", Key: k, Msg: "unknown variable" + suggest(k, names)})
 	}
 	return errs
 }
@@ -304,9 +304,9 @@ var ignoredEnv = map[string]bool{
 	"DECANT_HEAVY": true, "DECANT_JAVA": true, "DECANT_KAFKA_HEAP": true, "DECANT_ES_CDS": true,
 }
 
-// Suggest returns `; did you mean "x"?` for the closest name (Closest),
+// suggest returns `; did you mean "x"?` for the closest name (Closest),
 // else the valid keys when there are at most 12, else "".
-func Suggest(got string, names []string) string {
+func suggest(got string, names []string) string {
 	if best, ok := Closest(got, names, false); ok {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}

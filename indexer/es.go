@@ -66,15 +66,7 @@ type ESSinkConfig struct {
 
 func (c *ESSinkConfig) defaults() {
 	d := config.Default()
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = d.Kafka.TopicPrefix
-	}
-	if c.Partitions == 0 {
-		c.Partitions = d.Kafka.Partitions
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = d.Kafka.ReplicationFactor
-	}
+	topicDefaults(d, &c.TopicPrefix, &c.Partitions, &c.ReplicationFactor)
 	if c.BulkActions == 0 {
 		c.BulkActions = d.Indexer.BulkActions
 	}

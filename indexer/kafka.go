@@ -45,15 +45,7 @@ type KafkaSinkConfig struct {
 
 func (c *KafkaSinkConfig) defaults() {
 	d := config.Default()
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = d.Kafka.TopicPrefix
-	}
-	if c.Partitions == 0 {
-		c.Partitions = d.Kafka.Partitions
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = d.Kafka.ReplicationFactor
-	}
+	topicDefaults(d, &c.TopicPrefix, &c.Partitions, &c.ReplicationFactor)
 	if c.VersionGuard == 0 {
 		c.VersionGuard = 100000
 	}
@@ -62,6 +54,21 @@ func (c *KafkaSinkConfig) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+}
+
+// topicDefaults fills the topic settings both sinks have (prefix,
+// partitions and replication factor of the topics they create) from
+// config's defaults where they are zero.
+func topicDefaults(d config.Config, prefix *string, partitions, replication *int) {
+	if *prefix == "" {
+		*prefix = d.Kafka.TopicPrefix
+	}
+	if *partitions == 0 {
+		*partitions = d.Kafka.Partitions
+	}
+	if *replication == 0 {
+		*replication = d.Kafka.ReplicationFactor
 	}
 }
 

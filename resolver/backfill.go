@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -233,4 +235,77 @@ func estimateRows(ctx context.Context, db *pgxpool.Pool, t mappings.TableName) (
 		return 0, fmt.Errorf("count rows of %s: %w", t, err)
 	}
 	return c, nil
+}
+
+// rootIDs calls fn with the key of every row of a's root table, in id
+// order, reading pageSize rows per statement (keyset pagination on the id
+// columns): memory stays bounded whatever the table size.
+func rootIDs(ctx context.Context, db mappings.Querier, a *mappings.Aggregate, pageSize int, fn func(key []byte) error) error {
+	n := len(a.ID)
+	cols := make([]string, n)
+	sel := make([]string, 0, 2*n)
+	// Columns are qualified with the table alias r: the output column of
+	// "id"::text is named id too, and an unqualified ORDER BY "id" would
+	// sort by that text ("10" before "9") while the keyset condition
+	// compares the typed column, skipping ids past the first page.
+	for i, c := range a.ID {
+		cols[i] = "r." + pgx.Identifier{c}.Sanitize()
+		sel = append(sel, "to_jsonb("+cols[i]+")")
+	}
+	for i := range a.ID {
+		sel = append(sel, cols[i]+"::text")
+	}
+	params := make([]string, n)
+	for i, t := range a.IDTypes {
+		params[i] = fmt.Sprintf("$%d::text::%s", i+1, t)
+	}
+	base := fmt.Sprintf("SELECT %s FROM %s AS r", strings.Join(sel, ", "), a.Table.Sanitize())
+	order := fmt.Sprintf(" ORDER BY %s LIMIT %d", strings.Join(cols, ", "), pageSize)
+	first := base + order
+	next := fmt.Sprintf("%s WHERE (%s) > (%s)%s", base, strings.Join(cols, ", "), strings.Join(params, ", "), order)
+	var cursor []any
+	for {
+		sql, args := first, []any(nil)
+		if cursor != nil {
+			sql, args = next, cursor
+		}
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("aggregate %s: read ids of %s: %w", a.Name, a.Table, err)
+		}
+		count := 0
+		vals := make([][]byte, n)
+		texts := make([]string, n)
+		dest := make([]any, 2*n)
+		for i := range n {
+			dest[i] = &vals[i]
+			dest[n+i] = &texts[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return fmt.Errorf("aggregate %s: read ids of %s: %w", a.Name, a.Table, err)
+			}
+			count++
+			raw := make([]json.RawMessage, n)
+			for i := range n {
+				raw[i] = append(json.RawMessage(nil), vals[i]...)
+			}
+			if err := fn(idKey(a, raw)); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("aggregate %s: read ids of %s: %w", a.Name, a.Table, err)
+		}
+		if count < pageSize {
+			return nil
+		}
+		cursor = make([]any, n)
+		for i := range n {
+			cursor[i] = texts[i]
+		}
+	}
 }

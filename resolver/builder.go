@@ -32,8 +32,6 @@ type Builder struct {
 	met     *buildMetrics
 	aggs    []*mappings.Aggregate
 	byTopic map[string]*mappings.Aggregate
-
-	closeOnce sync.Once
 }
 
 // NewBuilder validates cfg. It does no I/O. db must carry SessionParams
@@ -58,8 +56,11 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 	return b, nil
 }
 
-// Close is idempotent. Run releases its clients itself.
-func (b *Builder) Close() { b.closeOnce.Do(func() {}) }
+// Close does nothing and may be called any number of times: Run opens
+// every client it uses and releases it before it returns, and the pool
+// belongs to the caller. It is here so every stage has the same lifecycle
+// (New, Run, Close) and callers need not know which stages hold resources.
+func (b *Builder) Close() {}
 
 // Run consumes refs and builds documents until ctx is cancelled. A batch
 // that fails (database, sink or Kafka error, transactions not visible in
@@ -88,44 +89,29 @@ func (b *Builder) session(ctx context.Context) error {
 	}
 	var refs, docs int64
 	lastLog := time.Now()
-	for {
-		// Up to pollChunks chunks per worker: the workers then do not all
-		// build, then all write, in step (see handle), and under a backlog
-		// the batch's fixed costs — the wait for its last write, the
-		// offset commit, the next poll — are paid once per 8 chunks a
-		// worker instead of once per 2 (the build stage kept Elasticsearch
-		// busy a quarter less than a direct bulk load). Memory stays
-		// bounded by the batch: 16,000 ids and their documents by default.
-		fs := cl.PollRecords(ctx, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := fetchErr(fs); err != nil {
-			return err
-		}
-		recs := fs.Records()
-		if len(recs) == 0 {
-			cl.AllowRebalance()
-			continue
-		}
-		n, err := b.handle(ctx, recs)
-		if err != nil {
+	// Up to pollChunks chunks per worker: the workers then do not all
+	// build, then all write, in step (see handle), and under a backlog
+	// the batch's fixed costs — the wait for its last write, the
+	// offset commit, the next poll — are paid once per 8 chunks a
+	// worker instead of once per 2 (the build stage kept Elasticsearch
+	// busy a quarter less than a direct bulk load). Memory stays
+	// bounded by the batch: 16,000 ids and their documents by default.
+	return consume(ctx, cl, pollChunks*b.cfg.BatchSize*b.cfg.Workers,
+		func(recs []*kgo.Record) (int64, error) {
+			n, err := b.handle(ctx, recs)
 			if errors.Is(err, errNotVisible) {
 				b.met.invisible.Inc()
 			}
-			return err
-		}
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return fmt.Errorf("commit offsets: %w", err)
-		}
-		cl.AllowRebalance()
-		refs += int64(len(recs))
-		docs += n
-		if time.Since(lastLog) > 10*time.Second {
-			b.log.Info("build progress", "refs", refs, "documents", docs)
-			lastLog = time.Now()
-		}
-	}
+			return n, err
+		},
+		func(recs []*kgo.Record, n int64) {
+			refs += int64(len(recs))
+			docs += n
+			if time.Since(lastLog) > 10*time.Second {
+				b.log.Info("build progress", "refs", refs, "documents", docs)
+				lastLog = time.Now()
+			}
+		})
 }
 
 // pollChunks is how many chunks of BatchSize ids per worker one poll of

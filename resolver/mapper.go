@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,7 +41,6 @@ type Mapper struct {
 	topics  []string                      // raw topics consumed
 	tables  map[string]mappings.TableName // raw topic → its table
 
-	closeOnce sync.Once
 }
 
 // NewMapper validates cfg. It does no I/O. db must carry SessionParams
@@ -98,9 +96,11 @@ func selectAggregates(model *mappings.Model, names []string) ([]*mappings.Aggreg
 	return out, nil
 }
 
-// Close is idempotent. Run releases its clients itself; Close exists for
-// the lifecycle every stage shares.
-func (m *Mapper) Close() { m.closeOnce.Do(func() {}) }
+// Close does nothing and may be called any number of times: Run opens
+// every client it uses and releases it before it returns, and the pool
+// belongs to the caller. It is here so every stage has the same lifecycle
+// (New, Run, Close) and callers need not know which stages hold resources.
+func (m *Mapper) Close() {}
 
 // Run consumes and resolves until ctx is cancelled. A failed batch
 // (database or Kafka error) is not committed: the session restarts after
@@ -135,53 +135,25 @@ func (m *Mapper) session(ctx context.Context) error {
 	}
 	var total, refs int64
 	lastLog := time.Now()
-	for {
-		// Several statements' worth: lookups run BatchSize tuples per
-		// statement anyway, and a batch's flush and offset commit are then
-		// paid once per mapPollBatches statements under a backlog (an
-		// initial snapshot's 1.3 M rows took 2,600 commits).
-		fs := cl.PollRecords(ctx, mapPollBatches*m.cfg.BatchSize)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := fetchErr(fs); err != nil {
-			return err
-		}
-		recs := fs.Records()
-		if len(recs) == 0 {
-			cl.AllowRebalance()
-			continue
-		}
-		started := time.Now()
-		n, err := m.handle(ctx, cl, recs)
-		if err != nil {
-			return err
-		}
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return fmt.Errorf("commit offsets: %w", err)
-		}
-		cl.AllowRebalance()
-		m.met.batches.Observe(time.Since(started).Seconds())
-		total += int64(len(recs))
-		refs += n
-		if time.Since(lastLog) > 10*time.Second {
-			m.log.Info("map progress", "records", total, "refs", refs)
-			lastLog = time.Now()
-		}
-	}
-}
-
-// fetchErr returns the first fetch error that is not a cancellation.
-// franz-go retries retriable errors itself; what it reports is worth a
-// session restart.
-func fetchErr(fs kgo.Fetches) error {
-	var first error
-	fs.EachError(func(t string, p int32, err error) {
-		if first == nil && !errors.Is(err, context.Canceled) {
-			first = fmt.Errorf("fetch %s/%d: %w", t, p, err)
-		}
-	})
-	return first
+	var started time.Time
+	// Several statements' worth: lookups run BatchSize tuples per
+	// statement anyway, and a batch's flush and offset commit are then
+	// paid once per mapPollBatches statements under a backlog (an
+	// initial snapshot's 1.3 M rows took 2,600 commits).
+	return consume(ctx, cl, mapPollBatches*m.cfg.BatchSize,
+		func(recs []*kgo.Record) (int64, error) {
+			started = time.Now()
+			return m.handle(ctx, cl, recs)
+		},
+		func(recs []*kgo.Record, n int64) {
+			m.met.batches.Observe(time.Since(started).Seconds())
+			total += int64(len(recs))
+			refs += n
+			if time.Since(lastLog) > 10*time.Second {
+				m.log.Info("map progress", "records", total, "refs", refs)
+				lastLog = time.Now()
+			}
+		})
 }
 
 // handle resolves one batch and produces its refs; it returns once Kafka

@@ -76,7 +76,7 @@ func FuzzDecodePgoutput(f *testing.F) {
 	f.Add([]byte{}, false)
 	f.Add([]byte{'I'}, true)
 
-	types := NewTypes()
+	types := newPGTypes()
 	f.Fuzz(func(t *testing.T, data []byte, inStream bool) {
 		if len(data) > 0 && isRowMessage(data[0]) {
 			fuzzRow(t, types, data, inStream)
@@ -95,7 +95,7 @@ func FuzzDecodePgoutput(f *testing.F) {
 // fuzzRow decodes a row message with decant's decoder; when it succeeds,
 // pglogrepl's decoder must agree (then its lengths are sane), and the
 // encoded records must be valid JSON.
-func fuzzRow(t *testing.T, types *Types, data []byte, inStream bool) {
+func fuzzRow(t *testing.T, types *pgTypes, data []byte, inStream bool) {
 	var d rowDecoder
 	m, err := d.decode(data, inStream)
 	if err != nil {
@@ -178,7 +178,7 @@ func TestRowDecoderMatchesPglogrepl(t *testing.T) {
 		if c.inStream && m.xid != 9 {
 			t.Fatalf("%q: xid %d, want 9", c.data, m.xid)
 		}
-		fuzzRow(t, NewTypes(), c.data, c.inStream)
+		fuzzRow(t, newPGTypes(), c.data, c.inStream)
 	}
 	var d rowDecoder
 	for _, bad := range [][]byte{

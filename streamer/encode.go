@@ -48,12 +48,12 @@ const encMaxDepth = 1000
 
 var errEncDepth = errors.New("nested too deeply")
 
-// EncodeValue appends the JSON encoding of one non-NULL text-format value of
+// encodeValue appends the JSON encoding of one non-NULL text-format value of
 // type oid to dst. Unknown OIDs (not in t) encode as a JSON string of the
 // text. The only error is malformed text of a structured type (array,
 // composite, json); dst is then returned unchanged and the caller should
 // encode the text as a string instead. It is pure and safe for concurrent use.
-func (t *Types) EncodeValue(dst []byte, oid uint32, text []byte) ([]byte, error) {
+func (t *pgTypes) encodeValue(dst []byte, oid uint32, text []byte) ([]byte, error) {
 	n := len(dst)
 	out, err := encValue(dst, t.snapshot(), oid, text, 0)
 	if err != nil {
@@ -62,20 +62,20 @@ func (t *Types) EncodeValue(dst []byte, oid uint32, text []byte) ([]byte, error)
 	return out, nil
 }
 
-// Column is one column of a relation as pgoutput describes it.
-type Column struct {
+// relColumn is one column of a relation as pgoutput describes it.
+type relColumn struct {
 	Name    string
 	TypeOID uint32
 }
 
-// EncodeTuple appends a pgoutput tuple as a JSON object with one member per
-// column, in column order: NULL ('n') as null, text ('t') by EncodeValue
+// encodeTuple appends a pgoutput tuple as a JSON object with one member per
+// column, in column order: NULL ('n') as null, text ('t') by encodeValue
 // (falling back to a string for malformed text, so a row is never lost to
 // an encoding quirk). Unchanged TOASTed values ('u') are left out of the
 // object and their names returned in unchanged. A binary value ('b', which
 // decant never requests) or a tuple whose width differs from cols is an
 // error, and dst is then returned unchanged. A nil tuple encodes as null.
-func (t *Types) EncodeTuple(dst []byte, cols []Column, tuple *pglogrepl.TupleData) (out []byte, unchanged []string, err error) {
+func (t *pgTypes) encodeTuple(dst []byte, cols []relColumn, tuple *pglogrepl.TupleData) (out []byte, unchanged []string, err error) {
 	if tuple == nil {
 		return append(dst, "null"...), nil, nil
 	}
@@ -131,11 +131,11 @@ func encValue(dst []byte, m *encTypeMap, oid uint32, s []byte, depth int) ([]byt
 	return encTyped(dst, m, ti, s, depth)
 }
 
-func encTyped(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encTyped(dst []byte, m *encTypeMap, ti *pgType, s []byte, depth int) ([]byte, error) {
 	switch ti.Kind {
-	case KindNumber:
+	case kindNumber:
 		return encNumber(dst, s), nil
-	case KindBool:
+	case kindBool:
 		if len(s) == 1 {
 			switch s[0] {
 			case 't':
@@ -145,23 +145,23 @@ func encTyped(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]b
 			}
 		}
 		return encString(dst, s), nil
-	case KindTimestamp:
+	case kindTimestamp:
 		return encTimestamp(dst, s, false), nil
-	case KindTimestampTZ:
+	case kindTimestampTZ:
 		return encTimestamp(dst, s, true), nil
-	case KindJSON, KindJSONB:
+	case kindJSON, kindJSONB:
 		if depth > encMaxDepth {
 			return dst, errEncDepth
 		}
-		p := encJSONParser{s: s, sortKeys: ti.Kind == KindJSON, depth: depth}
+		p := encJSONParser{s: s, sortKeys: ti.Kind == kindJSON, depth: depth}
 		return p.parse(dst)
-	case KindArray:
+	case kindArray:
 		return encArray(dst, m, ti, s, depth+1)
-	case KindComposite:
+	case kindComposite:
 		return encComposite(dst, m, ti, s, depth+1)
-	case KindVector:
+	case kindVector:
 		return encVector(dst, m, ti, s, depth+1)
-	case KindHstore:
+	case kindHstore:
 		return encHstore(dst, s)
 	default: // KindString, KindDate, KindJSONCast
 		return encString(dst, s), nil
@@ -431,14 +431,14 @@ func encTruncate(s []byte) string {
 // backslash escapes; an unquoted NULL is null.
 type encArrayParser struct {
 	m       *encTypeMap
-	elem    *TypeInfo // nil: strings
+	elem    *pgType // nil: strings
 	delim   byte
 	depth   int
 	s       []byte
 	scratch []byte // unescaped element
 }
 
-func encArray(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encArray(dst []byte, m *encTypeMap, ti *pgType, s []byte, depth int) ([]byte, error) {
 	if depth > encMaxDepth {
 		return dst, errEncDepth
 	}
@@ -606,7 +606,7 @@ type encField struct {
 // encComposite reads a record_out literal (record_in's grammar): fields
 // between parentheses separated by commas; an empty unquoted field is null;
 // inside a field, "..." quotes (with "" for a quote) and backslash escapes.
-func encComposite(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encComposite(dst []byte, m *encTypeMap, ti *pgType, s []byte, depth int) ([]byte, error) {
 	if depth > encMaxDepth {
 		return dst, errEncDepth
 	}
@@ -688,7 +688,7 @@ func encComposite(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) 
 
 // encVector reads int2vector_out / oidvector_out: elements separated by
 // spaces.
-func encVector(dst []byte, m *encTypeMap, ti *TypeInfo, s []byte, depth int) ([]byte, error) {
+func encVector(dst []byte, m *encTypeMap, ti *pgType, s []byte, depth int) ([]byte, error) {
 	dst = append(dst, '[')
 	n := 0
 	for i := 0; i < len(s); {

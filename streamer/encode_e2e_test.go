@@ -27,7 +27,7 @@ func encAllTypesSQL(t testing.TB) string {
 }
 
 // encSessionParams are the settings of the replication connection, under
-// which pgoutput writes the text forms EncodeValue reads.
+// which pgoutput writes the text forms encodeValue reads.
 func encSessionParams(tz string) map[string]string {
 	return map[string]string{
 		"TimeZone":           tz,
@@ -42,7 +42,7 @@ func encSessionParams(tz string) map[string]string {
 // for every column of a table with one column of each of 70 types (and rows
 // of edge values), the text form PostgreSQL's output function gives (what
 // pgoutput sends) encodes to exactly to_jsonb() of the value, byte for byte
-// once to_jsonb's text is compacted; and EncodeTuple of the row equals
+// once to_jsonb's text is compacted; and encodeTuple of the row equals
 // to_jsonb(row) as JSON with exact numbers. The replication connection uses
 // TimeZone=UTC; other zones check offsets with minutes and seconds.
 func TestEncodeMatchesToJSONB(t *testing.T) {
@@ -55,16 +55,16 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 		t.Fatalf("alltypes has %d columns, want at least 31", len(cols))
 	}
 
-	types := NewTypes()
+	types := newPGTypes()
 	oids := make([]uint32, len(cols))
 	for i, c := range cols {
 		oids[i] = c.TypeOID
 	}
-	if err := types.Load(ctx, pg.Pool, oids...); err != nil {
+	if err := types.load(ctx, pg.Pool, oids...); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cols {
-		if _, ok := types.Get(c.TypeOID); !ok {
+		if _, ok := types.get(c.TypeOID); !ok {
 			t.Errorf("column %s: type %d not loaded", c.Name, c.TypeOID)
 		}
 	}
@@ -109,7 +109,7 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 						continue
 					}
 					tuple.Columns = append(tuple.Columns, &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: bytes.Clone(text)})
-					got, err := types.EncodeValue(nil, c.TypeOID, text)
+					got, err := types.encodeValue(nil, c.TypeOID, text)
 					if err != nil {
 						t.Errorf("row %s column %s: EncodeValue(%q): %v", id, c.Name, text, err)
 						continue
@@ -122,7 +122,7 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 						t.Errorf("row %s column %s (%s)\n text      %s\n EncodeValue %s\n to_jsonb    %s", id, c.Name, encTypeName(types, c.TypeOID), text, got, compact.Bytes())
 					}
 				}
-				row, unchanged, err := types.EncodeTuple(nil, cols, tuple)
+				row, unchanged, err := types.encodeTuple(nil, cols, tuple)
 				if err != nil || unchanged != nil {
 					t.Fatalf("row %s: EncodeTuple: %v, unchanged %v", id, err, unchanged)
 				}
@@ -140,8 +140,8 @@ func TestEncodeMatchesToJSONB(t *testing.T) {
 	}
 }
 
-func encTypeName(types *Types, oid uint32) string {
-	if ti, ok := types.Get(oid); ok {
+func encTypeName(types *pgTypes, oid uint32) string {
+	if ti, ok := types.get(oid); ok {
 		return ti.Name + ", " + ti.Kind.String()
 	}
 	return fmt.Sprint("unknown type ", oid)
@@ -161,13 +161,13 @@ INSERT INTO h VALUES
   (1, $$a=>1, "b c"=>NULL, "q\""=>"\\", x=>"", "é"=>"ü", "{}"=>","$$, ARRAY['a=>1'::hstore, NULL, ''], ROW('k=>v', 1)),
   (2, '', '{}', ROW(NULL, NULL))`)
 	cols := encColumns(ctx, t, pg, `SELECT attname, atttypid FROM pg_attribute WHERE attrelid = 'h'::regclass AND attnum > 1 ORDER BY attnum`)
-	types := NewTypes()
+	types := newPGTypes()
 	for _, c := range cols {
-		if err := types.Load(ctx, pg.Pool, c.TypeOID); err != nil {
+		if err := types.load(ctx, pg.Pool, c.TypeOID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ti, _ := types.Get(cols[0].TypeOID); ti == nil || ti.Kind != KindHstore {
+	if ti, _ := types.get(cols[0].TypeOID); ti == nil || ti.Kind != kindHstore {
 		t.Fatalf("hstore loaded as %+v", ti)
 	}
 	conn, err := pg.Pool.Acquire(ctx)
@@ -179,7 +179,7 @@ INSERT INTO h VALUES
 	for res.NextRow() {
 		vals := res.Values()
 		for i, c := range cols {
-			got, err := types.EncodeValue(nil, c.TypeOID, vals[i])
+			got, err := types.encodeValue(nil, c.TypeOID, vals[i])
 			if err != nil {
 				t.Errorf("column %s: EncodeValue(%q): %v", c.Name, vals[i], err)
 				continue
@@ -200,16 +200,16 @@ INSERT INTO h VALUES
 
 // encColumns runs query, which returns (attname, atttypid) rows, and
 // returns them as columns.
-func encColumns(ctx context.Context, t *testing.T, pg *testenv.PG, query string) []Column {
+func encColumns(ctx context.Context, t *testing.T, pg *testenv.PG, query string) []relColumn {
 	t.Helper()
 	rows, err := pg.Pool.Query(ctx, query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var cols []Column
+	var cols []relColumn
 	for rows.Next() {
-		var c Column
+		var c relColumn
 		if err := rows.Scan(&c.Name, &c.TypeOID); err != nil {
 			t.Fatal(err)
 		}

@@ -24,21 +24,21 @@ const (
 	encOIDGeometry = 90011 // a type with a cast to json
 )
 
-// encTestTypes are the built-in types plus user types like those Load finds.
-func encTestTypes() *Types {
-	t := NewTypes()
+// encTestTypes are the built-in types plus user types like those load finds.
+func encTestTypes() *pgTypes {
+	t := newPGTypes()
 	t.put(
-		&TypeInfo{OID: encOIDC1, Name: "c1", Kind: KindComposite, Fields: []Field{{"zeta", 23}, {"a", 25}, {"bb", 1184}, {"d", 1182}, {"e", 114}}},
-		&TypeInfo{OID: encOIDC1Array, Name: "c1[]", Kind: KindArray, Elem: encOIDC1, Delim: ','},
-		&TypeInfo{OID: encOIDOuter, Name: "outer", Kind: KindComposite, Fields: []Field{{"id", 20}, {"in", encOIDC1}, {"list", encOIDC1Array}, {"x y", 16}}},
-		&TypeInfo{OID: encOIDDomain, Name: "amount", Kind: KindNumber},
-		&TypeInfo{OID: encOIDDomArr, Name: "int_list", Kind: KindArray, Elem: 23, Delim: ','},
-		&TypeInfo{OID: encOIDEnum, Name: "mood", Kind: KindString},
-		&TypeInfo{OID: encOIDEnumArr, Name: "mood[]", Kind: KindArray, Elem: encOIDEnum, Delim: ','},
-		&TypeInfo{OID: encOIDEmpty, Name: "empty", Kind: KindComposite},
-		&TypeInfo{OID: encOIDBadArray, Name: "x[]", Kind: KindArray, Elem: 12345678, Delim: ','},
-		&TypeInfo{OID: encOIDHstore, Name: "hstore", Kind: KindHstore},
-		&TypeInfo{OID: encOIDGeometry, Name: "geometry", Kind: KindJSONCast},
+		&pgType{OID: encOIDC1, Name: "c1", Kind: kindComposite, Fields: []typeField{{"zeta", 23}, {"a", 25}, {"bb", 1184}, {"d", 1182}, {"e", 114}}},
+		&pgType{OID: encOIDC1Array, Name: "c1[]", Kind: kindArray, Elem: encOIDC1, Delim: ','},
+		&pgType{OID: encOIDOuter, Name: "outer", Kind: kindComposite, Fields: []typeField{{"id", 20}, {"in", encOIDC1}, {"list", encOIDC1Array}, {"x y", 16}}},
+		&pgType{OID: encOIDDomain, Name: "amount", Kind: kindNumber},
+		&pgType{OID: encOIDDomArr, Name: "int_list", Kind: kindArray, Elem: 23, Delim: ','},
+		&pgType{OID: encOIDEnum, Name: "mood", Kind: kindString},
+		&pgType{OID: encOIDEnumArr, Name: "mood[]", Kind: kindArray, Elem: encOIDEnum, Delim: ','},
+		&pgType{OID: encOIDEmpty, Name: "empty", Kind: kindComposite},
+		&pgType{OID: encOIDBadArray, Name: "x[]", Kind: kindArray, Elem: 12345678, Delim: ','},
+		&pgType{OID: encOIDHstore, Name: "hstore", Kind: kindHstore},
+		&pgType{OID: encOIDGeometry, Name: "geometry", Kind: kindJSONCast},
 	)
 	return t
 }
@@ -182,7 +182,7 @@ func TestEncodeValue(t *testing.T) {
 	for _, c := range encCases {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := []byte(`[`)
-			got, err := types.EncodeValue(prefix, c.oid, []byte(c.text))
+			got, err := types.encodeValue(prefix, c.oid, []byte(c.text))
 			if err != nil {
 				t.Fatalf("EncodeValue(%d, %q): %v", c.oid, c.text, err)
 			}
@@ -247,7 +247,7 @@ func TestEncodeValueMalformed(t *testing.T) {
 		{1007, strings.Repeat("{", encMaxDepth+10)},
 	} {
 		dst := []byte("prefix")
-		got, err := types.EncodeValue(dst, c.oid, []byte(c.text))
+		got, err := types.encodeValue(dst, c.oid, []byte(c.text))
 		if err == nil {
 			t.Errorf("EncodeValue(%d, %q) = %s, want an error", c.oid, encTruncate([]byte(c.text)), got)
 			continue
@@ -260,7 +260,7 @@ func TestEncodeValueMalformed(t *testing.T) {
 
 func TestEncodeTuple(t *testing.T) {
 	types := encTestTypes()
-	cols := []Column{{"id", 20}, {"name", 25}, {"doc", 3802}, {"tags", 1009}, {"gone", 25}, {`we"ird`, 1184}, {"bad", 1007}}
+	cols := []relColumn{{"id", 20}, {"name", 25}, {"doc", 3802}, {"tags", 1009}, {"gone", 25}, {`we"ird`, 1184}, {"bad", 1007}}
 	tuple := &pglogrepl.TupleData{ColumnNum: 7, Columns: []*pglogrepl.TupleDataColumn{
 		{DataType: 't', Data: []byte("42")},
 		{DataType: 'n'},
@@ -270,7 +270,7 @@ func TestEncodeTuple(t *testing.T) {
 		{DataType: 't', Data: []byte("2026-11-30 10:00:00+00")},
 		{DataType: 't', Data: []byte(`{1,2`)}, // malformed: written as a string
 	}}
-	got, unchanged, err := types.EncodeTuple([]byte("x"), cols, tuple)
+	got, unchanged, err := types.encodeTuple([]byte("x"), cols, tuple)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,13 +283,13 @@ func TestEncodeTuple(t *testing.T) {
 	}
 
 	// Only unchanged TOAST columns.
-	got, unchanged, err = types.EncodeTuple(nil, cols[2:3], &pglogrepl.TupleData{ColumnNum: 1, Columns: []*pglogrepl.TupleDataColumn{{DataType: 'u'}}})
+	got, unchanged, err = types.encodeTuple(nil, cols[2:3], &pglogrepl.TupleData{ColumnNum: 1, Columns: []*pglogrepl.TupleDataColumn{{DataType: 'u'}}})
 	if err != nil || string(got) != `{}` || len(unchanged) != 1 {
 		t.Errorf("only TOAST: %s %q %v", got, unchanged, err)
 	}
 
 	// No tuple (no old image): null.
-	if got, _, err := types.EncodeTuple(nil, cols, nil); err != nil || string(got) != "null" {
+	if got, _, err := types.encodeTuple(nil, cols, nil); err != nil || string(got) != "null" {
 		t.Errorf("nil tuple: %s %v", got, err)
 	}
 
@@ -299,17 +299,17 @@ func TestEncodeTuple(t *testing.T) {
 		"binary": {ColumnNum: 1, Columns: []*pglogrepl.TupleDataColumn{{DataType: 'b', Data: []byte{0, 0, 0, 1}}}},
 		"width":  {ColumnNum: 2, Columns: []*pglogrepl.TupleDataColumn{{DataType: 'n'}, {DataType: 'n'}}},
 	} {
-		got, _, err := types.EncodeTuple([]byte("x"), cols[:1], tup)
+		got, _, err := types.encodeTuple([]byte("x"), cols[:1], tup)
 		if err == nil || string(got) != "x" {
 			t.Errorf("%s: got %q, %v; want an error and dst unchanged", name, got, err)
 		}
 	}
 }
 
-// TestEncodeZeroTypes: a zero Types knows no type and writes strings.
+// TestEncodeZeroTypes: a zero pgTypes knows no type and writes strings.
 func TestEncodeZeroTypes(t *testing.T) {
-	var types Types
-	got, err := types.EncodeValue(nil, 23, []byte("1"))
+	var types pgTypes
+	got, err := types.encodeValue(nil, 23, []byte("1"))
 	if err != nil || string(got) != `"1"` {
 		t.Errorf("got %s, %v", got, err)
 	}
@@ -320,7 +320,7 @@ func TestEncodeAllocs(t *testing.T) {
 	cols, tuple := encBenchRow()
 	buf := make([]byte, 0, 1024)
 	allocs := testing.AllocsPerRun(100, func() {
-		_, _, _ = types.EncodeTuple(buf[:0], cols, tuple)
+		_, _, _ = types.encodeTuple(buf[:0], cols, tuple)
 	})
 	if allocs != 0 {
 		t.Errorf("EncodeTuple of a typical row allocates %v times, want 0", allocs)
@@ -328,8 +328,8 @@ func TestEncodeAllocs(t *testing.T) {
 }
 
 // encBenchRow is a typical row: keys, text, a timestamp, money amounts.
-func encBenchRow() ([]Column, *pglogrepl.TupleData) {
-	cols := []Column{
+func encBenchRow() ([]relColumn, *pglogrepl.TupleData) {
+	cols := []relColumn{
 		{"id", 20}, {"customer_id", 23}, {"status", 25}, {"note", 25},
 		{"total", 1700}, {"discount", 1700}, {"placed_at", 1184}, {"updated_at", 1184}, {"paid", 16},
 	}
@@ -345,7 +345,7 @@ func encBenchRow() ([]Column, *pglogrepl.TupleData) {
 }
 
 func BenchmarkEncodeTuple(b *testing.B) {
-	types := NewTypes()
+	types := newPGTypes()
 	cols, tuple := encBenchRow()
 	buf := make([]byte, 0, 1024)
 	var size int
@@ -355,7 +355,7 @@ func BenchmarkEncodeTuple(b *testing.B) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
-		out, _, err := types.EncodeTuple(buf[:0], cols, tuple)
+		out, _, err := types.encodeTuple(buf[:0], cols, tuple)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -378,7 +378,7 @@ func FuzzEncodeValue(f *testing.F) {
 	types := encTestTypes()
 	f.Fuzz(func(t *testing.T, sel uint8, text string) {
 		oid := oids[int(sel)%len(oids)]
-		got, err := types.EncodeValue([]byte("pre"), oid, []byte(text))
+		got, err := types.encodeValue([]byte("pre"), oid, []byte(text))
 		if string(got[:3]) != "pre" {
 			t.Fatalf("dst prefix overwritten: %q", got)
 		}
@@ -414,11 +414,11 @@ func TestEncSafePrefix(t *testing.T) {
 }
 
 func TestEncodeJSONBAllocs(t *testing.T) {
-	types := NewTypes()
+	types := newPGTypes()
 	text := []byte(`{"id": 7, "name": "Ann", "tags": ["a", "b"], "address": {"city": "Paris", "zip": "75001"}, "score": 1.5}`)
 	buf := make([]byte, 0, 1024)
 	allocs := testing.AllocsPerRun(100, func() {
-		_, _ = types.EncodeValue(buf[:0], 3802, text)
+		_, _ = types.encodeValue(buf[:0], 3802, text)
 	})
 	if allocs != 0 {
 		t.Errorf("EncodeValue of a jsonb object without escapes allocates %v times, want 0", allocs)

@@ -19,7 +19,7 @@ type relation struct {
 	id       uint32
 	schema   string
 	table    string
-	cols     []Column
+	cols     []relColumn
 	identity []bool // column is part of the replica identity (pgoutput flag 1)
 	key      []int  // indexes into cols of the primary key, in key order
 	topic    string
@@ -52,7 +52,7 @@ func newRelation(m *pglogrepl.RelationMessage, pk []string, topicPrefix string) 
 	r.names = append(append(r.names, `,"table":`...), appendJSONString(nil, []byte(r.table))...)
 	byName := map[string]int{}
 	for i, c := range m.Columns {
-		r.cols = append(r.cols, Column{Name: c.Name, TypeOID: c.DataType})
+		r.cols = append(r.cols, relColumn{Name: c.Name, TypeOID: c.DataType})
 		r.identity = append(r.identity, c.Flags&1 == 1)
 		byName[c.Name] = i
 	}
@@ -166,7 +166,7 @@ type txnInfo struct {
 
 // encoder turns decoded pgoutput messages into records. It is pure: no I/O.
 type encoder struct {
-	types         *Types
+	types         *pgTypes
 	before, after []byte // scratch for encoded tuples, copied into events
 }
 
@@ -183,7 +183,7 @@ func (e *encoder) keyOf(r *relation, tuple *pglogrepl.TupleData) ([]byte, error)
 		case pglogrepl.TupleDataTypeText:
 			var err error
 			n := len(b)
-			if b, err = e.types.EncodeValue(b, r.cols[ci].TypeOID, c.Data); err != nil {
+			if b, err = e.types.encodeValue(b, r.cols[ci].TypeOID, c.Data); err != nil {
 				b = appendJSONString(b[:n], c.Data)
 			}
 		case pglogrepl.TupleDataTypeNull:
@@ -206,9 +206,9 @@ func identityOnly(oldType uint8) bool { return oldType == 'K' }
 // columns are kept.
 func (e *encoder) tupleJSON(dst []byte, r *relation, tuple *pglogrepl.TupleData, onlyIdentity bool) ([]byte, []string, error) {
 	if !onlyIdentity {
-		return e.types.EncodeTuple(dst, r.cols, tuple)
+		return e.types.encodeTuple(dst, r.cols, tuple)
 	}
-	cols := make([]Column, 0, len(r.cols))
+	cols := make([]relColumn, 0, len(r.cols))
 	sub := &pglogrepl.TupleData{}
 	for i, c := range tuple.Columns {
 		if i < len(r.identity) && r.identity[i] {
@@ -217,7 +217,7 @@ func (e *encoder) tupleJSON(dst []byte, r *relation, tuple *pglogrepl.TupleData,
 		}
 	}
 	sub.ColumnNum = uint16(len(sub.Columns))
-	return e.types.EncodeTuple(dst, cols, sub)
+	return e.types.encodeTuple(dst, cols, sub)
 }
 
 // fillUnchangedToast copies unchanged TOAST values of the new tuple from a
@@ -265,7 +265,7 @@ func (e *encoder) change(r *relation, op wire.Op, oldT *pglogrepl.TupleData, old
 	}
 	if newT != nil {
 		newT = fillUnchangedToast(newT, oldT, oldType)
-		if after, unchanged, err = e.types.EncodeTuple(e.after[:0], r.cols, newT); err != nil {
+		if after, unchanged, err = e.types.encodeTuple(e.after[:0], r.cols, newT); err != nil {
 			return nil, err
 		}
 		e.after = after

@@ -11,79 +11,79 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TypeKind says how PostgreSQL's to_jsonb() encodes the values of a type, and
-// so how EncodeValue turns the type's text form into JSON.
-type TypeKind uint8
+// typeKind says how PostgreSQL's to_jsonb() encodes the values of a type, and
+// so how encodeValue turns the type's text form into JSON.
+type typeKind uint8
 
 const (
-	// KindString: a JSON string of the text form. This is what to_jsonb does
+	// kindString: a JSON string of the text form. This is what to_jsonb does
 	// for every type it has no rule for: enum, uuid, bytea, inet, cidr,
 	// macaddr, money, oid, bit, varbit, interval, time, timetz, ranges,
 	// multiranges, tsvector, xml, char(n), geometric types, and any type
-	// EncodeValue does not know.
-	KindString TypeKind = iota
-	// KindBool: true or false.
-	KindBool
-	// KindNumber (int2, int4, int8, float4, float8, numeric): a JSON number
+	// encodeValue does not know.
+	kindString typeKind = iota
+	// kindBool: true or false.
+	kindBool
+	// kindNumber (int2, int4, int8, float4, float8, numeric): a JSON number
 	// written as numeric_out writes it (scale kept, exponents expanded);
 	// NaN, Infinity and -Infinity as strings.
-	KindNumber
-	// KindJSON (json): embedded, normalized as jsonb normalizes it: keys
+	kindNumber
+	// kindJSON (json): embedded, normalized as jsonb normalizes it: keys
 	// sorted, duplicate keys resolved to the last value, numbers as numeric.
-	KindJSON
-	// KindJSONB (jsonb): embedded.
-	KindJSONB
-	// KindDate: a string; the ISO text form is already what to_jsonb writes.
-	KindDate
-	// KindTimestamp: a string with 'T' between date and time.
-	KindTimestamp
-	// KindTimestampTZ: like KindTimestamp, with the offset written ±HH:MM[:SS].
-	KindTimestampTZ
-	// KindArray: nested JSON arrays (bounds dropped), elements by Elem.
-	KindArray
-	// KindComposite: an object of Fields, keys in jsonb order.
-	KindComposite
-	// KindVector (int2vector, oidvector): a JSON array of the space-separated
+	kindJSON
+	// kindJSONB (jsonb): embedded.
+	kindJSONB
+	// kindDate: a string; the ISO text form is already what to_jsonb writes.
+	kindDate
+	// kindTimestamp: a string with 'T' between date and time.
+	kindTimestamp
+	// kindTimestampTZ: like kindTimestamp, with the offset written ±HH:MM[:SS].
+	kindTimestampTZ
+	// kindArray: nested JSON arrays (bounds dropped), elements by Elem.
+	kindArray
+	// kindComposite: an object of Fields, keys in jsonb order.
+	kindComposite
+	// kindVector (int2vector, oidvector): a JSON array of the space-separated
 	// elements, each encoded by Elem.
-	KindVector
-	// KindHstore (the hstore extension, which has a cast to json): an object
+	kindVector
+	// kindHstore (the hstore extension, which has a cast to json): an object
 	// of string values, as hstore_to_json writes it.
-	KindHstore
-	// KindJSONCast: a non-built-in type with another cast to json, which
+	kindHstore
+	// kindJSONCast: a non-built-in type with another cast to json, which
 	// to_jsonb calls (PostGIS geometry, for one). decant cannot run it and
 	// writes the text form as a string.
-	KindJSONCast
+	kindJSONCast
 )
 
 var encKindNames = [...]string{"string", "bool", "number", "json", "jsonb", "date", "timestamp", "timestamptz", "array", "composite", "vector", "hstore", "jsoncast"}
 
-func (k TypeKind) String() string {
+func (k typeKind) String() string {
 	if int(k) < len(encKindNames) {
 		return encKindNames[k]
 	}
 	return fmt.Sprintf("TypeKind(%d)", uint8(k))
 }
 
-// TypeInfo describes one PostgreSQL type, as needed to encode its text form.
+// pgType describes one PostgreSQL type, as needed to encode its text form.
 // A domain is described by its base type's Kind, Elem, Delim and Fields,
-// under its own OID and Name. TypeInfos handed out by Types are shared and
+// under its own OID and Name. pgTypes values handed out by pgTypes are shared and
 // must not be modified.
-type TypeInfo struct {
+type pgType struct {
 	OID    uint32
-	Name   string   // format_type name, for messages
-	Kind   TypeKind // how to_jsonb encodes the type
-	Elem   uint32   // KindArray, KindVector: element type OID
-	Delim  byte     // KindArray: element delimiter (',' except box ';')
-	Fields []Field  // KindComposite: attributes in order, dropped ones left out
+	Name   string      // format_type name, for messages
+	Kind   typeKind    // how to_jsonb encodes the type
+	Elem   uint32      // KindArray, KindVector: element type OID
+	Delim  byte        // KindArray: element delimiter (',' except box ';')
+	Fields []typeField // KindComposite: attributes in order, dropped ones left out
 
 	// keys holds, for composites, the field indexes in the order jsonb sorts
 	// object keys (shorter first, then bytewise), each with its key written
-	// as `"name":`. Types fills it when it caches the TypeInfo.
+	// as `"name":`. pgTypes fills it when it caches the pgType.
 	keys []encKey
 }
 
-// Field is one attribute of a composite type.
-type Field struct {
+// typeField is one attribute of a composite type.
+type typeField struct {
 	Name string
 	OID  uint32
 }
@@ -93,9 +93,9 @@ type encKey struct {
 	json  []byte // `"name":`
 }
 
-// Types is a cache of TypeInfo by OID. It is safe for concurrent use: Get
-// and the Encode methods never block, Load serializes with other Loads.
-type Types struct {
+// pgTypes is a cache of pgType by OID. It is safe for concurrent use: get
+// and the encode methods never block, load serializes with other loads.
+type pgTypes struct {
 	mu sync.Mutex                 // serializes writers
 	m  atomic.Pointer[encTypeMap] // copy-on-write, never modified once stored
 }
@@ -103,11 +103,11 @@ type Types struct {
 // encTypeMap is one immutable version of the cache. Built-in types are also
 // indexed by OID in low, which is cheaper than the map on the hot path.
 type encTypeMap struct {
-	low []*TypeInfo
-	all map[uint32]*TypeInfo
+	low []*pgType
+	all map[uint32]*pgType
 }
 
-func (m *encTypeMap) get(oid uint32) *TypeInfo {
+func (m *encTypeMap) get(oid uint32) *pgType {
 	if m == nil {
 		return nil
 	}
@@ -119,52 +119,52 @@ func (m *encTypeMap) get(oid uint32) *TypeInfo {
 	return m.all[oid]
 }
 
-// Querier runs a query. *pgx.Conn and *pgxpool.Pool satisfy it.
-type Querier interface {
+// querier runs a query. *pgx.Conn and *pgxpool.Pool satisfy it.
+type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// NewTypes returns a cache holding PostgreSQL's built-in types (and their
+// newPGTypes returns a cache holding PostgreSQL's built-in types (and their
 // arrays). It does no I/O; user-defined types (enums, domains, composites
-// and their arrays) are added by Load.
-func NewTypes() *Types {
-	infos := make([]*TypeInfo, 0, 2*len(encBuiltins))
+// and their arrays) are added by load.
+func newPGTypes() *pgTypes {
+	infos := make([]*pgType, 0, 2*len(encBuiltins))
 	for _, b := range encBuiltins {
 		delim := byte(',')
 		if b.oid == 603 { // box: its text form contains commas
 			delim = ';'
 		}
 		infos = append(infos,
-			&TypeInfo{OID: b.oid, Name: b.name, Kind: b.kind, Elem: b.elem, Delim: ','},
-			&TypeInfo{OID: b.array, Name: b.name + "[]", Kind: KindArray, Elem: b.oid, Delim: delim})
+			&pgType{OID: b.oid, Name: b.name, Kind: b.kind, Elem: b.elem, Delim: ','},
+			&pgType{OID: b.array, Name: b.name + "[]", Kind: kindArray, Elem: b.oid, Delim: delim})
 	}
-	t := &Types{}
+	t := &pgTypes{}
 	t.putLocked(infos)
 	return t
 }
 
 // snapshot returns the current version of the cache; nil (empty) for a
-// zero Types.
-func (t *Types) snapshot() *encTypeMap { return t.m.Load() }
+// zero pgTypes.
+func (t *pgTypes) snapshot() *encTypeMap { return t.m.Load() }
 
-// Get returns the cached description of oid.
-func (t *Types) Get(oid uint32) (*TypeInfo, bool) {
+// get returns the cached description of oid.
+func (t *pgTypes) get(oid uint32) (*pgType, bool) {
 	ti := t.snapshot().get(oid)
 	return ti, ti != nil
 }
 
 // put caches infos, replacing any with the same OID.
-func (t *Types) put(infos ...*TypeInfo) {
+func (t *pgTypes) put(infos ...*pgType) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.putLocked(infos)
 }
 
-func (t *Types) putLocked(infos []*TypeInfo) {
-	m := &encTypeMap{all: map[uint32]*TypeInfo{}}
+func (t *pgTypes) putLocked(infos []*pgType) {
+	m := &encTypeMap{all: map[uint32]*pgType{}}
 	if old := t.snapshot(); old != nil {
 		m.low = old.low
-		m.all = make(map[uint32]*TypeInfo, len(old.all)+len(infos))
+		m.all = make(map[uint32]*pgType, len(old.all)+len(infos))
 		for k, v := range old.all {
 			m.all[k] = v
 		}
@@ -177,7 +177,7 @@ func (t *Types) putLocked(infos []*TypeInfo) {
 			continue
 		}
 		if !copied { // low is shared with older versions: copy on write
-			low := make([]*TypeInfo, encLowOIDs)
+			low := make([]*pgType, encLowOIDs)
 			copy(low, m.low)
 			m.low, copied = low, true
 		}
@@ -190,7 +190,7 @@ func (t *Types) putLocked(infos []*TypeInfo) {
 const encLowOIDs = 8192
 
 // encSortKeys orders composite fields as jsonb orders object keys.
-func encSortKeys(fields []Field) []encKey {
+func encSortKeys(fields []typeField) []encKey {
 	if len(fields) == 0 {
 		return nil
 	}
@@ -230,15 +230,15 @@ LEFT JOIN LATERAL (
 WHERE t.oid = ANY($1::oid[])`
 
 type encLoaded struct {
-	info   TypeInfo
+	info   pgType
 	domain uint32 // base type of a domain
 }
 
-// Load fetches from pg_type every OID not yet cached, with the types they
+// load fetches from pg_type every OID not yet cached, with the types they
 // refer to (array elements, domain base types, composite fields), one query
 // per level of nesting. OIDs that do not exist stay unknown (and encode as
-// strings). It blocks on db; concurrent Loads are serialized.
-func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
+// strings). It blocks on db; concurrent loads are serialized.
+func (t *pgTypes) load(ctx context.Context, db querier, oids ...uint32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := t.snapshot()
@@ -271,22 +271,22 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 			case typtype == "d":
 				refs = append(refs, l.domain)
 			case typtype == "c":
-				l.info.Kind = KindComposite
-				l.info.Fields = make([]Field, len(names))
+				l.info.Kind = kindComposite
+				l.info.Fields = make([]typeField, len(names))
 				for i := range names {
-					l.info.Fields[i] = Field{Name: names[i], OID: types[i]}
+					l.info.Fields[i] = typeField{Name: names[i], OID: types[i]}
 				}
 				refs = append(refs, types...)
 			case isArray:
-				l.info.Kind, l.info.Elem, l.info.Delim = KindArray, elem, ','
+				l.info.Kind, l.info.Elem, l.info.Delim = kindArray, elem, ','
 				if len(delim) == 1 {
 					l.info.Delim = delim[0]
 				}
 				refs = append(refs, elem)
 			case jsonCast == "hstore_to_json":
-				l.info.Kind = KindHstore
+				l.info.Kind = kindHstore
 			case jsonCast != "" && l.info.OID >= 16384: // to_jsonb ignores casts of built-in types
-				l.info.Kind = KindJSONCast
+				l.info.Kind = kindJSONCast
 			}
 			got[l.info.OID] = &l
 		}
@@ -296,7 +296,7 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 		want = encMissing(refs, cur, got)
 	}
 
-	var infos []*TypeInfo
+	var infos []*pgType
 	for oid, l := range got {
 		if l == nil {
 			continue
@@ -304,7 +304,7 @@ func (t *Types) Load(ctx context.Context, db Querier, oids ...uint32) error {
 		ti := l.info
 		if l.domain != 0 {
 			base := encResolveDomain(l.domain, cur, got)
-			ti = TypeInfo{OID: oid, Name: l.info.Name}
+			ti = pgType{OID: oid, Name: l.info.Name}
 			if base != nil {
 				ti.Kind, ti.Elem, ti.Delim, ti.Fields = base.Kind, base.Elem, base.Delim, base.Fields
 			}
@@ -338,7 +338,7 @@ func encMissing(oids []uint32, cur *encTypeMap, got map[uint32]*encLoaded) []uin
 }
 
 // encResolveDomain follows a chain of domains to the base type.
-func encResolveDomain(oid uint32, cur *encTypeMap, got map[uint32]*encLoaded) *TypeInfo {
+func encResolveDomain(oid uint32, cur *encTypeMap, got map[uint32]*encLoaded) *pgType {
 	for range 100 { // domains cannot be cyclic; the bound only guards the loop
 		if ti := cur.get(oid); ti != nil {
 			return ti
@@ -360,85 +360,85 @@ func encResolveDomain(oid uint32, cur *encTypeMap, got map[uint32]*encLoaded) *T
 type encBuiltin struct {
 	oid, array uint32
 	name       string
-	kind       TypeKind
+	kind       typeKind
 	elem       uint32 // vectors
 }
 
 // encBuiltins was generated from pg_type (oid < 10000, base, range and
 // multirange types that have an array type).
 var encBuiltins = []encBuiltin{
-	{16, 1000, "boolean", KindBool, 0},
-	{17, 1001, "bytea", KindString, 0},
-	{18, 1002, "\"char\"", KindString, 0},
-	{19, 1003, "name", KindString, 0},
-	{20, 1016, "bigint", KindNumber, 0},
-	{21, 1005, "smallint", KindNumber, 0},
-	{22, 1006, "int2vector", KindVector, 21},
-	{23, 1007, "integer", KindNumber, 0},
-	{24, 1008, "regproc", KindString, 0},
-	{25, 1009, "text", KindString, 0},
-	{26, 1028, "oid", KindString, 0},
-	{27, 1010, "tid", KindString, 0},
-	{28, 1011, "xid", KindString, 0},
-	{29, 1012, "cid", KindString, 0},
-	{30, 1013, "oidvector", KindVector, 26},
-	{114, 199, "json", KindJSON, 0},
-	{142, 143, "xml", KindString, 0},
-	{600, 1017, "point", KindString, 0},
-	{601, 1018, "lseg", KindString, 0},
-	{602, 1019, "path", KindString, 0},
-	{603, 1020, "box", KindString, 0},
-	{604, 1027, "polygon", KindString, 0},
-	{628, 629, "line", KindString, 0},
-	{650, 651, "cidr", KindString, 0},
-	{700, 1021, "real", KindNumber, 0},
-	{701, 1022, "double precision", KindNumber, 0},
-	{718, 719, "circle", KindString, 0},
-	{774, 775, "macaddr8", KindString, 0},
-	{790, 791, "money", KindString, 0},
-	{829, 1040, "macaddr", KindString, 0},
-	{869, 1041, "inet", KindString, 0},
-	{1042, 1014, "character", KindString, 0},
-	{1043, 1015, "character varying", KindString, 0},
-	{1082, 1182, "date", KindDate, 0},
-	{1083, 1183, "time without time zone", KindString, 0},
-	{1114, 1115, "timestamp without time zone", KindTimestamp, 0},
-	{1184, 1185, "timestamp with time zone", KindTimestampTZ, 0},
-	{1186, 1187, "interval", KindString, 0},
-	{1266, 1270, "time with time zone", KindString, 0},
-	{1560, 1561, "bit", KindString, 0},
-	{1562, 1563, "bit varying", KindString, 0},
-	{1700, 1231, "numeric", KindNumber, 0},
-	{1790, 2201, "refcursor", KindString, 0},
-	{2202, 2207, "regprocedure", KindString, 0},
-	{2203, 2208, "regoper", KindString, 0},
-	{2204, 2209, "regoperator", KindString, 0},
-	{2205, 2210, "regclass", KindString, 0},
-	{2206, 2211, "regtype", KindString, 0},
-	{2950, 2951, "uuid", KindString, 0},
-	{2970, 2949, "txid_snapshot", KindString, 0},
-	{3220, 3221, "pg_lsn", KindString, 0},
-	{3614, 3643, "tsvector", KindString, 0},
-	{3615, 3645, "tsquery", KindString, 0},
-	{3734, 3735, "regconfig", KindString, 0},
-	{3769, 3770, "regdictionary", KindString, 0},
-	{3802, 3807, "jsonb", KindJSONB, 0},
-	{3904, 3905, "int4range", KindString, 0},
-	{3906, 3907, "numrange", KindString, 0},
-	{3908, 3909, "tsrange", KindString, 0},
-	{3910, 3911, "tstzrange", KindString, 0},
-	{3912, 3913, "daterange", KindString, 0},
-	{3926, 3927, "int8range", KindString, 0},
-	{4072, 4073, "jsonpath", KindString, 0},
-	{4089, 4090, "regnamespace", KindString, 0},
-	{4096, 4097, "regrole", KindString, 0},
-	{4191, 4192, "regcollation", KindString, 0},
-	{4451, 6150, "int4multirange", KindString, 0},
-	{4532, 6151, "nummultirange", KindString, 0},
-	{4533, 6152, "tsmultirange", KindString, 0},
-	{4534, 6153, "tstzmultirange", KindString, 0},
-	{4535, 6155, "datemultirange", KindString, 0},
-	{4536, 6157, "int8multirange", KindString, 0},
-	{5038, 5039, "pg_snapshot", KindString, 0},
-	{5069, 271, "xid8", KindString, 0},
+	{16, 1000, "boolean", kindBool, 0},
+	{17, 1001, "bytea", kindString, 0},
+	{18, 1002, "\"char\"", kindString, 0},
+	{19, 1003, "name", kindString, 0},
+	{20, 1016, "bigint", kindNumber, 0},
+	{21, 1005, "smallint", kindNumber, 0},
+	{22, 1006, "int2vector", kindVector, 21},
+	{23, 1007, "integer", kindNumber, 0},
+	{24, 1008, "regproc", kindString, 0},
+	{25, 1009, "text", kindString, 0},
+	{26, 1028, "oid", kindString, 0},
+	{27, 1010, "tid", kindString, 0},
+	{28, 1011, "xid", kindString, 0},
+	{29, 1012, "cid", kindString, 0},
+	{30, 1013, "oidvector", kindVector, 26},
+	{114, 199, "json", kindJSON, 0},
+	{142, 143, "xml", kindString, 0},
+	{600, 1017, "point", kindString, 0},
+	{601, 1018, "lseg", kindString, 0},
+	{602, 1019, "path", kindString, 0},
+	{603, 1020, "box", kindString, 0},
+	{604, 1027, "polygon", kindString, 0},
+	{628, 629, "line", kindString, 0},
+	{650, 651, "cidr", kindString, 0},
+	{700, 1021, "real", kindNumber, 0},
+	{701, 1022, "double precision", kindNumber, 0},
+	{718, 719, "circle", kindString, 0},
+	{774, 775, "macaddr8", kindString, 0},
+	{790, 791, "money", kindString, 0},
+	{829, 1040, "macaddr", kindString, 0},
+	{869, 1041, "inet", kindString, 0},
+	{1042, 1014, "character", kindString, 0},
+	{1043, 1015, "character varying", kindString, 0},
+	{1082, 1182, "date", kindDate, 0},
+	{1083, 1183, "time without time zone", kindString, 0},
+	{1114, 1115, "timestamp without time zone", kindTimestamp, 0},
+	{1184, 1185, "timestamp with time zone", kindTimestampTZ, 0},
+	{1186, 1187, "interval", kindString, 0},
+	{1266, 1270, "time with time zone", kindString, 0},
+	{1560, 1561, "bit", kindString, 0},
+	{1562, 1563, "bit varying", kindString, 0},
+	{1700, 1231, "numeric", kindNumber, 0},
+	{1790, 2201, "refcursor", kindString, 0},
+	{2202, 2207, "regprocedure", kindString, 0},
+	{2203, 2208, "regoper", kindString, 0},
+	{2204, 2209, "regoperator", kindString, 0},
+	{2205, 2210, "regclass", kindString, 0},
+	{2206, 2211, "regtype", kindString, 0},
+	{2950, 2951, "uuid", kindString, 0},
+	{2970, 2949, "txid_snapshot", kindString, 0},
+	{3220, 3221, "pg_lsn", kindString, 0},
+	{3614, 3643, "tsvector", kindString, 0},
+	{3615, 3645, "tsquery", kindString, 0},
+	{3734, 3735, "regconfig", kindString, 0},
+	{3769, 3770, "regdictionary", kindString, 0},
+	{3802, 3807, "jsonb", kindJSONB, 0},
+	{3904, 3905, "int4range", kindString, 0},
+	{3906, 3907, "numrange", kindString, 0},
+	{3908, 3909, "tsrange", kindString, 0},
+	{3910, 3911, "tstzrange", kindString, 0},
+	{3912, 3913, "daterange", kindString, 0},
+	{3926, 3927, "int8range", kindString, 0},
+	{4072, 4073, "jsonpath", kindString, 0},
+	{4089, 4090, "regnamespace", kindString, 0},
+	{4096, 4097, "regrole", kindString, 0},
+	{4191, 4192, "regcollation", kindString, 0},
+	{4451, 6150, "int4multirange", kindString, 0},
+	{4532, 6151, "nummultirange", kindString, 0},
+	{4533, 6152, "tsmultirange", kindString, 0},
+	{4534, 6153, "tstzmultirange", kindString, 0},
+	{4535, 6155, "datemultirange", kindString, 0},
+	{4536, 6157, "int8multirange", kindString, 0},
+	{5038, 5039, "pg_snapshot", kindString, 0},
+	{5069, 271, "xid8", kindString, 0},
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // tableColumns reads a table's live columns and primary key from the catalog.
-func tableColumns(ctx context.Context, db Querier, relid uint32) (cols []pglogrepl.RelationMessageColumn, pk []string, generated []string, err error) {
+func tableColumns(ctx context.Context, db querier, relid uint32) (cols []pglogrepl.RelationMessageColumn, pk []string, generated []string, err error) {
 	rows, err := db.Query(ctx, `
 SELECT a.attname, a.atttypid, a.attgenerated <> '',
        coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0)
@@ -75,7 +75,7 @@ func (s *Streamer) loadRelation(ctx context.Context, pool *pgxpool.Pool, m *pglo
 	for i, c := range m.Columns {
 		oids[i] = c.DataType
 	}
-	if err := s.types.Load(ctx, pool, oids...); err != nil {
+	if err := s.types.load(ctx, pool, oids...); err != nil {
 		return nil, fmt.Errorf("table %s.%s: load column types: %w", m.Namespace, m.RelationName, err)
 	}
 	r, err := newRelation(m, pk, s.cfg.TopicPrefix)

@@ -27,7 +27,7 @@ type Streamer struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *metrics
-	types   *Types
+	types   *pgTypes
 	kafka   *kgo.Client
 	admin   *kadm.Client
 	topics  sync.Map // topic name → struct{} once created
@@ -77,7 +77,7 @@ func New(cfg Config) (*Streamer, error) {
 		return nil, fmt.Errorf("streamer: kafka client: %w", err)
 	}
 	return &Streamer{cfg: cfg, log: cfg.Logger.With("stage", "stream", "slot", cfg.Slot), met: newMetrics(cfg.Registerer),
-		types: NewTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
+		types: newPGTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
 }
 
 // Close releases the Kafka client. It is idempotent; call it after Run returns.
@@ -177,19 +177,9 @@ func withParams(dsn string, replication bool) (*pgconn.Config, error) {
 // is new, then stream. It returns when the context ends or on error, after
 // waiting for every produced record to be acknowledged.
 func (s *Streamer) session(ctx context.Context) (err error) {
-	pcfg, err := withParams(s.cfg.DSN, false)
+	pool, err := s.connectPool(ctx)
 	if err != nil {
 		return err
-	}
-	poolCfg, err := pgxpool.ParseConfig("")
-	if err != nil {
-		return err
-	}
-	poolCfg.ConnConfig.Config = *pcfg
-	poolCfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	defer pool.Close()
 	if err := s.ensurePublication(ctx, pool); err != nil {
@@ -209,56 +199,98 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	}
 	defer repl.Close(context.Background())
 
-	st, err := s.slotState(ctx, pool)
+	start, err := s.takeSlot(ctx, pool, repl)
 	if err != nil {
 		return err
 	}
+	if err := s.startReplication(ctx, pool, repl, start); err != nil {
+		return err
+	}
+	s.log.Info("streaming", "from", wire.FormatLSN(start))
+	return s.stream(ctx, pool, repl, start)
+}
+
+// connectPool connects the small pool of plain (not replication)
+// connections a session uses for catalog queries and snapshots.
+func (s *Streamer) connectPool(ctx context.Context) (*pgxpool.Pool, error) {
+	pcfg, err := withParams(s.cfg.DSN, false)
+	if err != nil {
+		return nil, err
+	}
+	poolCfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	poolCfg.ConnConfig.Config = *pcfg
+	poolCfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// takeSlot returns the LSN to stream from: the slot's confirmed LSN, or,
+// when the slot is missing (or its initial snapshot never completed and it
+// was dropped), the consistent point of a new slot, after the initial
+// snapshot when SnapshotMode is "initial". errSlotBusy means another
+// process holds the slot.
+func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn) (uint64, error) {
+	st, err := s.slotState(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
 	if st.exists && st.active {
-		return errSlotBusy
+		return 0, errSlotBusy
 	}
 	if st.exists && s.cfg.SnapshotMode == "initial" {
 		done, err := s.snapshotDone(ctx)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !done {
 			s.log.Warn("slot exists but its initial snapshot never completed; dropping it to snapshot again")
 			if err := pglogrepl.DropReplicationSlot(ctx, repl, s.cfg.Slot, pglogrepl.DropReplicationSlotOptions{}); err != nil {
 				if isInUse(err) {
-					return errSlotBusy
+					return 0, errSlotBusy
 				}
-				return fmt.Errorf("drop unfinished slot %s: %w", s.cfg.Slot, err)
+				return 0, fmt.Errorf("drop unfinished slot %s: %w", s.cfg.Slot, err)
 			}
 			st.exists = false
 		}
 	}
-	start := st.confirmed
-	if !st.exists {
-		action := "EXPORT_SNAPSHOT"
-		if s.cfg.SnapshotMode == "never" {
-			action = "NOEXPORT_SNAPSHOT"
+	if st.exists {
+		return st.confirmed, nil
+	}
+	action := "EXPORT_SNAPSHOT"
+	if s.cfg.SnapshotMode == "never" {
+		action = "NOEXPORT_SNAPSHOT"
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: action, Mode: pglogrepl.LogicalReplication})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
+			return 0, errSlotBusy
 		}
-		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
-			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: action, Mode: pglogrepl.LogicalReplication})
-		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
-				return errSlotBusy
-			}
-			return fmt.Errorf("create slot %s: %w", s.cfg.Slot, err)
-		}
-		cp, err := pglogrepl.ParseLSN(res.ConsistentPoint)
-		if err != nil {
-			return err
-		}
-		start = uint64(cp)
-		s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName)
-		if s.cfg.SnapshotMode == "initial" {
-			if err := s.initialSnapshot(ctx, pool, res.SnapshotName, start); err != nil {
-				return err
-			}
+		return 0, fmt.Errorf("create slot %s: %w", s.cfg.Slot, err)
+	}
+	cp, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, err
+	}
+	start := uint64(cp)
+	s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName)
+	if s.cfg.SnapshotMode == "initial" {
+		if err := s.initialSnapshot(ctx, pool, res.SnapshotName, start); err != nil {
+			return 0, err
 		}
 	}
+	return start, nil
+}
+
+// startReplication starts logical replication on the slot from start.
+func (s *Streamer) startReplication(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn, start uint64) error {
 	// PostgreSQL 14+ streams transactions larger than logical_decoding_work_mem
 	// before they commit (protocol 2); decant spools them and emits them at
 	// commit, so PostgreSQL does not spill them to its own disk first.
@@ -271,15 +303,14 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 		args[0] = "proto_version '2'"
 		args = append(args, "streaming 'on'")
 	}
-	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{PluginArgs: args})
+	err := pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		if isInUse(err) {
 			return errSlotBusy
 		}
 		return fmt.Errorf("start replication on slot %s: %w", s.cfg.Slot, err)
 	}
-	s.log.Info("streaming", "from", wire.FormatLSN(start))
-	return s.stream(ctx, pool, repl, start)
+	return nil
 }
 
 // initialSnapshot brackets the snapshot with its markers (see snapshotMarker).

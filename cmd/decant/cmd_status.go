@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"os"
 
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/watermark"
 )
@@ -17,31 +15,18 @@ var runStatus = register(command{name: "status", summary: "show slot lag, stage 
 	}})
 
 func status(ctx context.Context, c *call, asJSON bool) int {
-	cfg, err := config.Load(c.configPath, os.Environ())
-	if err != nil {
-		return c.fail(2, err)
+	v, code := c.openOpsView(ctx)
+	if v == nil {
+		return code
 	}
-	st, err := openStackFrom(ctx, cfg, "decant-status", c.stderr)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer st.close()
-	tracker, err := st.openTracker(ctx)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer tracker.Close()
-	es, err := indexer.NewClient(cfg.Elasticsearch)
-	if err != nil {
-		return c.fail(1, err)
-	}
+	defer v.close()
 	var count watermark.DocumentCounter
-	if es != nil {
+	if v.es != nil {
 		count = func(ctx context.Context, aggregate string) (int64, bool) {
-			return indexer.CountDocuments(ctx, es, st.model.Aggregate(aggregate).Index)
+			return indexer.CountDocuments(ctx, v.es, v.model.Aggregate(aggregate).Index)
 		}
 	}
-	rep, err := tracker.Status(ctx, count)
+	rep, err := v.tracker.Status(ctx, count)
 	if err != nil {
 		return c.fail(1, err)
 	}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/wire"
@@ -26,28 +24,15 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 	if err != nil {
 		return c.fail(2, fmt.Errorf("--lsn: %w", err))
 	}
-	cfg, err := config.Load(c.configPath, os.Environ())
-	if err != nil {
-		return c.fail(2, err)
+	v, code := c.openOpsView(ctx)
+	if v == nil {
+		return code
 	}
-	st, err := openStackFrom(ctx, cfg, "decant-wait", c.stderr)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer st.close()
-	tracker, err := st.openTracker(ctx)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer tracker.Close()
-	es, err := indexer.NewClient(cfg.Elasticsearch)
-	if err != nil {
-		return c.fail(1, err)
-	}
+	defer v.close()
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := opsapi.WaitVisible(wctx, tracker, indexer.Refresher(es, st.model.Aggregates), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, v.tracker, indexer.Refresher(v.es, v.model.Aggregates), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
 			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}

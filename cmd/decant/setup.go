@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,4 +142,44 @@ func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", config.RedactDSN(cfg.Postgres.DSN), err)
 	}
 	return conn, nil
+}
+
+// opsView is what the read-only commands (status, wait) look at: the
+// stack, its watermark tracker and the Elasticsearch client (nil when none
+// is configured).
+type opsView struct {
+	*stack
+	tracker *watermark.Tracker
+	es      *elasticsearch.Client
+}
+
+func (v *opsView) close() {
+	v.tracker.Close()
+	v.stack.close()
+}
+
+// openOpsView loads the config and opens an opsView, its connections named
+// decant-<command>. On failure it reports the error and returns the exit
+// code: 2 for a bad config, 1 otherwise.
+func (c *call) openOpsView(ctx context.Context) (*opsView, int) {
+	cfg, err := config.Load(c.configPath, os.Environ())
+	if err != nil {
+		return nil, c.fail(2, err)
+	}
+	st, err := openStackFrom(ctx, cfg, "decant-"+c.name, c.stderr)
+	if err != nil {
+		return nil, c.fail(1, err)
+	}
+	tracker, err := st.openTracker(ctx)
+	if err != nil {
+		st.close()
+		return nil, c.fail(1, err)
+	}
+	es, err := indexer.NewClient(cfg.Elasticsearch)
+	if err != nil {
+		tracker.Close()
+		st.close()
+		return nil, c.fail(1, err)
+	}
+	return &opsView{stack: st, tracker: tracker, es: es}, 0
 }

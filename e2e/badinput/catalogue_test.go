@@ -37,7 +37,7 @@
 //  8. Publication dropped mid-run: TestPublicationDropped. Changes
 //     committed while it was missing can never be decoded through the slot
 //     (PostgreSQL 15), so decant must stop naming the publication and the
-//     recovery (drop the slot, restart: new snapshot); streamer/stream.go
+//     recovery (drop the slot, restart: new snapshot); streamer/replicate.go
 //     replicationError makes that error permanent.
 //  9. Replica identity changed back to DEFAULT: at start, `decant run`
 //     refuses (exit 2, the table and ALTER TABLE … REPLICA IDENTITY FULL);
@@ -494,7 +494,7 @@ func insertItems(from, to, cat int) string {
 // rows through the snapshot, and the documents equal the database.
 //
 // It needs the streamer to turn the walsender's `publication "…" does not
-// exist` (SQLSTATE 42704, streamer/stream.go, the *pgproto3.ErrorResponse
+// exist` (SQLSTATE 42704, streamer/replicate.go, the *pgproto3.ErrorResponse
 // case of the replication loop) into a permanent error whose message names
 // the publication, says that retrying cannot help, and gives
 // `SELECT pg_drop_replication_slot('<slot>');` and the new snapshot as the

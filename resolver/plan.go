@@ -290,95 +290,118 @@ func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 			xids[ch.Source.XID] = true
 			out.xids = append(out.xids, ch.Source.XID)
 		}
-		if ch.Op == wire.OpRead {
-			for _, r := range routes {
-				if !p.want(r.Aggregate) {
-					continue
-				}
-				k := r.Aggregate + "@" + ch.Source.CommitLSN
-				if p.snapshots[k] {
-					continue
-				}
-				if p.snapshots == nil {
-					p.snapshots = map[string]bool{}
-				}
-				p.snapshots[k] = true
-				out.truncated = append(out.truncated, truncation{aggregate: p.model.Aggregate(r.Aggregate), root: true, cause: c})
+		switch ch.Op {
+		case wire.OpRead:
+			p.planSnapshotRead(out, ch, routes, c)
+		case wire.OpTruncate:
+			p.planTruncate(out, truncs, routes, c)
+		default:
+			if err := p.planRow(out, byRoute, ch, table, routes, c); err != nil {
+				return nil, err
 			}
-			out.skipped++
-			continue
-		}
-		if ch.Op == wire.OpTruncate {
-			for _, r := range routes {
-				if !p.want(r.Aggregate) {
-					continue
-				}
-				a := p.model.Aggregate(r.Aggregate)
-				root := r.Node.Kind == mappings.Root
-				if i, ok := truncs[r.Aggregate]; ok {
-					out.truncated[i].root = out.truncated[i].root || root
-					if c.after(out.truncated[i].cause) {
-						out.truncated[i].cause = c
-					}
-					continue
-				}
-				truncs[r.Aggregate] = len(out.truncated)
-				out.truncated = append(out.truncated, truncation{aggregate: a, root: root, cause: c})
-			}
-			continue
-		}
-		before, err := decodeImage(ch.Before)
-		if err != nil {
-			return nil, fmt.Errorf("table %s, lsn %s: before: %w", table, ch.Source.LSN, err)
-		}
-		after, err := decodeImage(ch.After)
-		if err != nil {
-			return nil, fmt.Errorf("table %s, lsn %s: after: %w", table, ch.Source.LSN, err)
-		}
-		var nb *noBefore
-		for _, r := range routes {
-			if !p.want(r.Aggregate) {
-				continue
-			}
-			if miss := lacksBefore(ch, before, r.From); len(miss) > 0 {
-				if nb == nil {
-					nb = &noBefore{change: ch, table: table}
-				}
-				for _, c := range miss {
-					if !slices.Contains(nb.columns, c) {
-						nb.columns = append(nb.columns, c)
-					}
-				}
-				if !slices.Contains(nb.aggregates, r.Aggregate) {
-					nb.aggregates = append(nb.aggregates, r.Aggregate)
-				}
-			}
-			if ch.Op == wire.OpUpdate && !watchChanged(r.Watch, before, after, ch.UnchangedToast) {
-				out.skipped++
-				continue
-			}
-			a := p.model.Aggregate(r.Aggregate)
-			for _, img := range [2]image{before, after} {
-				vals, ok := fromValues(r.From, img)
-				if !ok {
-					continue
-				}
-				if r.Lookup == nil {
-					out.direct.add(r.Aggregate, idKey(a, vals), c)
-					continue
-				}
-				lb := byRoute[r]
-				if lb == nil {
-					lb = &lookupBatch{route: r, index: map[string]bool{}}
-					byRoute[r] = lb
-					out.lookups = append(out.lookups, lb)
-				}
-				lb.add(vals, c)
-			}
-		}
-		if nb != nil {
-			out.noBefore = append(out.noBefore, *nb)
 		}
 	}
 	return out, nil
+}
+
+// planSnapshotRead plans a snapshot row: the first row of each snapshot
+// (aggregate and commit LSN) plans a rebuild of every document of the
+// aggregate (a root truncation); the rows themselves are skipped.
+func (p *planner) planSnapshotRead(out *plan, ch *wire.Change, routes []*mappings.Route, c cause) {
+	for _, r := range routes {
+		if !p.want(r.Aggregate) {
+			continue
+		}
+		k := r.Aggregate + "@" + ch.Source.CommitLSN
+		if p.snapshots[k] {
+			continue
+		}
+		if p.snapshots == nil {
+			p.snapshots = map[string]bool{}
+		}
+		p.snapshots[k] = true
+		out.truncated = append(out.truncated, truncation{aggregate: p.model.Aggregate(r.Aggregate), root: true, cause: c})
+	}
+	out.skipped++
+}
+
+// planTruncate plans a TRUNCATE: one truncation per aggregate and batch
+// (truncs indexes out.truncated by aggregate), with the latest cause.
+func (p *planner) planTruncate(out *plan, truncs map[string]int, routes []*mappings.Route, c cause) {
+	for _, r := range routes {
+		if !p.want(r.Aggregate) {
+			continue
+		}
+		a := p.model.Aggregate(r.Aggregate)
+		root := r.Node.Kind == mappings.Root
+		if i, ok := truncs[r.Aggregate]; ok {
+			out.truncated[i].root = out.truncated[i].root || root
+			if c.after(out.truncated[i].cause) {
+				out.truncated[i].cause = c
+			}
+			continue
+		}
+		truncs[r.Aggregate] = len(out.truncated)
+		out.truncated = append(out.truncated, truncation{aggregate: a, root: root, cause: c})
+	}
+}
+
+// planRow plans an insert, update or delete: a ref for every route whose
+// From columns are in the before or after image (direct, or through the
+// route's lookup batch in byRoute), and a noBefore when a route needs a
+// before image the change lacks.
+func (p *planner) planRow(out *plan, byRoute map[*mappings.Route]*lookupBatch, ch *wire.Change, table mappings.TableName, routes []*mappings.Route, c cause) error {
+	before, err := decodeImage(ch.Before)
+	if err != nil {
+		return fmt.Errorf("table %s, lsn %s: before: %w", table, ch.Source.LSN, err)
+	}
+	after, err := decodeImage(ch.After)
+	if err != nil {
+		return fmt.Errorf("table %s, lsn %s: after: %w", table, ch.Source.LSN, err)
+	}
+	var nb *noBefore
+	for _, r := range routes {
+		if !p.want(r.Aggregate) {
+			continue
+		}
+		if miss := lacksBefore(ch, before, r.From); len(miss) > 0 {
+			if nb == nil {
+				nb = &noBefore{change: ch, table: table}
+			}
+			for _, c := range miss {
+				if !slices.Contains(nb.columns, c) {
+					nb.columns = append(nb.columns, c)
+				}
+			}
+			if !slices.Contains(nb.aggregates, r.Aggregate) {
+				nb.aggregates = append(nb.aggregates, r.Aggregate)
+			}
+		}
+		if ch.Op == wire.OpUpdate && !watchChanged(r.Watch, before, after, ch.UnchangedToast) {
+			out.skipped++
+			continue
+		}
+		a := p.model.Aggregate(r.Aggregate)
+		for _, img := range [2]image{before, after} {
+			vals, ok := fromValues(r.From, img)
+			if !ok {
+				continue
+			}
+			if r.Lookup == nil {
+				out.direct.add(r.Aggregate, idKey(a, vals), c)
+				continue
+			}
+			lb := byRoute[r]
+			if lb == nil {
+				lb = &lookupBatch{route: r, index: map[string]bool{}}
+				byRoute[r] = lb
+				out.lookups = append(out.lookups, lb)
+			}
+			lb.add(vals, c)
+		}
+	}
+	if nb != nil {
+		out.noBefore = append(out.noBefore, *nb)
+	}
+	return nil
 }

@@ -30,35 +30,21 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	go func() { defer close(hbDone); s.heartbeat(hbCtx, pool) }()
 	defer func() { stopHB(); <-hbDone }()
 
-	var lastReported uint64
-	report := func(ctx context.Context) error {
-		lsn := prog.confirmable()
-		err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
-			WALWritePosition: pglogrepl.LSN(lsn), WALFlushPosition: pglogrepl.LSN(lsn), WALApplyPosition: pglogrepl.LSN(lsn)})
-		if err != nil {
-			return fmt.Errorf("send status update: %w", err)
-		}
-		if lsn != lastReported {
-			s.met.confirmedLSN.Set(float64(lsn))
-			lastReported = lsn
-		}
-		return nil
-	}
+	rep := &statusReporter{s: s, repl: repl, prog: prog}
 	// On the way out, wait for what was produced and confirm it, so a clean
 	// shutdown does not re-send what Kafka already has.
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := s.kafka.Flush(fctx); err == nil && s.fatalErr() == nil {
-			_ = report(fctx)
+			_ = rep.report(fctx)
 		}
 	}()
 
 	// A long replay of a streamed transaction reads nothing from the
 	// server; status updates keep the walsender from timing it out
 	// (wal_sender_timeout counts from the last reply).
-	st.keepalive = func() error { return report(ctx) }
-	nextStatus := time.Now().Add(s.cfg.StatusInterval)
+	st.keepalive = func() error { return rep.report(ctx) }
 	// Reads use a plain read deadline on the socket, not a context: pgconn
 	// watches a cancellable context with a goroutine per call, which costs
 	// more than decoding a row. Cancellation sets the deadline to now.
@@ -66,82 +52,145 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	stopWatch := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stopWatch()
 	defer conn.SetReadDeadline(time.Time{})
-	var deadline time.Time
-	progressLog := time.Now().Add(30 * time.Second)
-	// The clock is read every clockEvery messages, or at once when a read
-	// timed out or the server asked for a reply: twice per row was measurable.
-	const clockEvery = 128
-	sawData, checkClock := false, true
+	now := time.Now()
+	l := &receiveLoop{s: s, st: st, rep: rep, repl: repl,
+		nextStatus: now.Add(s.cfg.StatusInterval), progressLog: now.Add(30 * time.Second), checkClock: true}
+	return l.run(ctx)
+}
+
+// statusReporter sends standby status updates: the confirmable LSN as
+// written, flushed and applied.
+type statusReporter struct {
+	s    *Streamer
+	repl *pgconn.PgConn
+	prog *progress
+	last uint64 // the LSN last reported
+}
+
+func (r *statusReporter) report(ctx context.Context) error {
+	lsn := r.prog.confirmable()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, r.repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(lsn), WALFlushPosition: pglogrepl.LSN(lsn), WALApplyPosition: pglogrepl.LSN(lsn)})
+	if err != nil {
+		return fmt.Errorf("send status update: %w", err)
+	}
+	if lsn != r.last {
+		r.s.met.confirmedLSN.Set(float64(lsn))
+		r.last = lsn
+	}
+	return nil
+}
+
+// receiveLoop reads the replication connection and hands each message on;
+// between messages it reports status when due.
+type receiveLoop struct {
+	s    *Streamer
+	st   *streamState
+	rep  *statusReporter
+	repl *pgconn.PgConn
+
+	nextStatus  time.Time // when the next status update is due
+	progressLog time.Time // when the next progress line is due
+	deadline    time.Time // the read deadline set on the socket
+	sawData     bool      // data arrived since the clock was last read
+	checkClock  bool      // read the clock before the next message
+}
+
+// The clock is read every clockEvery messages, or at once when a read
+// timed out or the server asked for a reply: twice per row was measurable.
+const clockEvery = 128
+
+// run returns nil when ctx ends, and an error when the stream fails.
+func (l *receiveLoop) run(ctx context.Context) error {
+	conn := l.repl.Conn()
 	for i := 0; ; i++ {
-		if err := s.fatalErr(); err != nil {
+		if err := l.s.fatalErr(); err != nil {
 			return err
 		}
-		if checkClock || i%clockEvery == 0 {
-			checkClock = false
-			now := time.Now()
-			if sawData {
-				s.lastMsg.Store(now.UnixNano())
-				sawData = false
-			}
-			if !now.Before(nextStatus) {
-				if err := report(ctx); err != nil {
-					return err
-				}
-				nextStatus = now.Add(s.cfg.StatusInterval)
-				if now.After(progressLog) {
-					s.log.Info("streaming progress", "confirmed_lsn", wire.FormatLSN(lastReported), "txns_in_flight", prog.inFlight())
-					progressLog = now.Add(30 * time.Second)
-				}
+		if l.checkClock || i%clockEvery == 0 {
+			l.checkClock = false
+			if err := l.tick(ctx); err != nil {
+				return err
 			}
 		}
-		if !deadline.Equal(nextStatus) && ctx.Err() == nil {
-			deadline = nextStatus
-			if err := conn.SetReadDeadline(deadline); err != nil {
+		if !l.deadline.Equal(l.nextStatus) && ctx.Err() == nil {
+			l.deadline = l.nextStatus
+			if err := conn.SetReadDeadline(l.deadline); err != nil {
 				return fmt.Errorf("set read deadline: %w", err)
 			}
 		}
-		msg, err := repl.ReceiveMessage(context.Background())
+		msg, err := l.repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			if pgconn.Timeout(err) {
-				checkClock = true
+				l.checkClock = true
 				continue
 			}
 			return fmt.Errorf("receive from slot: %w", err)
 		}
-		switch m := msg.(type) {
-		case *pgproto3.CopyData:
-			switch m.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse keepalive: %w", err)
-				}
-				if st.cur == nil {
-					prog.idle(uint64(pkm.ServerWALEnd))
-				}
-				if pkm.ReplyRequested {
-					nextStatus = time.Time{}
-				}
-				checkClock = true
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
-				if err != nil {
-					return fmt.Errorf("parse XLogData: %w", err)
-				}
-				sawData = true
-				if err := st.handle(ctx, uint64(xld.WALStart), xld.WALData); err != nil {
-					return err
-				}
-			}
-		case *pgproto3.ErrorResponse:
-			return s.replicationError(pgconn.ErrorResponseToPgError(m))
-		case *pgproto3.CopyDone:
-			return errors.New("replication stream ended by the server")
+		if err := l.dispatch(ctx, msg); err != nil {
+			return err
 		}
 	}
+}
+
+// tick reads the clock: it records that data arrived, and sends a status
+// update (and now and then a progress line) when one is due.
+func (l *receiveLoop) tick(ctx context.Context) error {
+	now := time.Now()
+	if l.sawData {
+		l.s.lastMsg.Store(now.UnixNano())
+		l.sawData = false
+	}
+	if now.Before(l.nextStatus) {
+		return nil
+	}
+	if err := l.rep.report(ctx); err != nil {
+		return err
+	}
+	l.nextStatus = now.Add(l.s.cfg.StatusInterval)
+	if now.After(l.progressLog) {
+		l.s.log.Info("streaming progress", "confirmed_lsn", wire.FormatLSN(l.rep.last), "txns_in_flight", l.st.prog.inFlight())
+		l.progressLog = now.Add(30 * time.Second)
+	}
+	return nil
+}
+
+// dispatch handles one message of the replication protocol.
+func (l *receiveLoop) dispatch(ctx context.Context, msg pgproto3.BackendMessage) error {
+	switch m := msg.(type) {
+	case *pgproto3.CopyData:
+		switch m.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+			if err != nil {
+				return fmt.Errorf("parse keepalive: %w", err)
+			}
+			if l.st.cur == nil {
+				l.st.prog.idle(uint64(pkm.ServerWALEnd))
+			}
+			if pkm.ReplyRequested {
+				l.nextStatus = time.Time{}
+			}
+			l.checkClock = true
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+			if err != nil {
+				return fmt.Errorf("parse XLogData: %w", err)
+			}
+			l.sawData = true
+			if err := l.st.handle(ctx, uint64(xld.WALStart), xld.WALData); err != nil {
+				return err
+			}
+		}
+	case *pgproto3.ErrorResponse:
+		return l.s.replicationError(pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyDone:
+		return errors.New("replication stream ended by the server")
+	}
+	return nil
 }
 
 // streamState is what the loop keeps between messages.
@@ -314,7 +363,7 @@ func (st *streamState) spoolStreamed(ctx context.Context, walStart uint64, data 
 // catalog too, later). A column, type or key changed inside the
 // transaction and not yet committed fails all three, and leaves the rows
 // to be decoded at commit.
-// (Types are loaded only for columns the committed catalog has: Types.Load
+// (types are loaded only for columns the committed catalog has: pgTypes.load
 // remembers an OID it cannot find.)
 func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 	sp := st.spooling
@@ -347,7 +396,7 @@ func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 		for i, c := range cols {
 			oids[i] = c.DataType
 		}
-		if err := st.s.types.Load(ctx, st.pool, oids...); err != nil {
+		if err := st.s.types.load(ctx, st.pool, oids...); err != nil {
 			return
 		}
 		pk = cpk

@@ -1,0 +1,118 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runSessions runs session until ctx ends, restarting it after an error
+// with a backoff (1s doubling to 30s, reset after a session that ran a
+// minute). A session that fails did not commit its batch, so the batch is
+// consumed again: this is the single retry path of each stage.
+func runSessions(ctx context.Context, log *slog.Logger, session func(context.Context) error) error {
+	backoff := time.Second
+	for {
+		started := time.Now()
+		err := session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Since(started) > time.Minute {
+			backoff = time.Second
+		}
+		log.Warn("session ended; restarting from the last committed offsets", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// groupClient is the consumer of a stage: group member, manual commits
+// after acknowledgement, no rebalance while a batch is in hand.
+func groupClient(opts []kgo.Opt, group string, topics []string) (*kgo.Client, error) {
+	opts = append(opts,
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+		// Bounded fetch buffers: a backlog of millions of records must not
+		// become millions of records in memory (issue 5, fan-out test).
+		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10), kgo.MaxConcurrentFetches(2),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// leaveGroup leaves the group within a bounded time, then closes: a plain
+// Close waits for an in-flight join, which the broker may hold until a
+// member killed with -9 times out (45s), making SIGTERM slow.
+func leaveGroup(cl *kgo.Client) {
+	cl.AllowRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = cl.LeaveGroupContext(ctx)
+	cancel()
+	cl.Close()
+}
+
+// consume is the loop of a stage's session: it polls cl for at most
+// maxRecords records at a time until ctx ends (then it returns nil).
+// handle gets each non-empty poll; only when it returns nil are the
+// records' offsets committed (at-least-once), then committed gets the
+// records and handle's count. An error of handle, of a fetch or of the commit ends the session,
+// uncommitted, for runSessions to restart.
+func consume(ctx context.Context, cl *kgo.Client, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
+	for {
+		fs := cl.PollRecords(ctx, maxRecords)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			continue
+		}
+		n, err := handle(recs)
+		if err != nil {
+			return err
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return fmt.Errorf("commit offsets: %w", err)
+		}
+		cl.AllowRebalance()
+		committed(recs, n)
+	}
+}
+
+// fetchErr returns the first fetch error that is not a cancellation.
+// franz-go retries retriable errors itself; what it reports is worth a
+// session restart.
+func fetchErr(fs kgo.Fetches) error {
+	var first error
+	fs.EachError(func(t string, p int32, err error) {
+		if first == nil && !errors.Is(err, context.Canceled) {
+			first = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+		}
+	})
+	return first
+}

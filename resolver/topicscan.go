@@ -1,0 +1,96 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// endOffsets returns the end offset of every partition of topic that has
+// records (end > start).
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var lerr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if !errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+				lerr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
+			}
+			return
+		}
+		s, ok := starts.Lookup(topic, o.Partition)
+		if ok && s.Err == nil && o.Offset > s.Offset {
+			out[o.Partition] = o.Offset
+		}
+	})
+	return out, lerr
+}
+
+// scanKeys calls fn with the key of every non-tombstone record of topic up
+// to the end offsets it has when the scan starts. It reads with its own
+// client (no group) and holds one fetch in memory.
+func scanKeys(ctx context.Context, opts []kgo.Opt, topic string, fn func(key []byte) error) error {
+	adm0, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	ends, err := endOffsets(ctx, kadm.NewClient(adm0), topic)
+	adm0.Close()
+	if err != nil || len(ends) == 0 {
+		return err
+	}
+	parts := map[int32]kgo.Offset{}
+	for p := range ends {
+		parts[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for len(ends) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil {
+				ferr = fmt.Errorf("read %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var cbErr error
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := ends[r.Partition]
+			if !ok || r.Offset >= end || cbErr != nil {
+				return
+			}
+			if r.Value != nil {
+				cbErr = fn(r.Key)
+			}
+			if r.Offset+1 >= end {
+				delete(ends, r.Partition)
+			}
+		})
+		if cbErr != nil {
+			return cbErr
+		}
+	}
+	return nil
+}
