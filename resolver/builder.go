@@ -87,31 +87,151 @@ func (b *Builder) session(ctx context.Context) error {
 			return err
 		}
 	}
+	return b.pipeline(ctx, cl)
+}
+
+// pipeline polls refs and builds them until ctx ends or a batch fails.
+//
+// Two polled batches may be in flight: the next one is polled and starts
+// building while the last documents of the previous one are still being
+// written, so that PostgreSQL and the sinks do not idle at every batch
+// boundary (with writes of 5 MiB, the last ones of a batch kept
+// Elasticsearch half busy for a good part of a second). Offsets are still
+// committed in poll order, each batch once the sinks accepted all of its
+// documents. A batch that names a key the previous one is still building
+// waits for it, so two builds of one key never overlap. Rebalances are
+// allowed only with nothing in flight: when a poll finds nothing new, and
+// at least every drainInterval under a steady backlog.
+func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
+	bctx, cancel := context.WithCancel(ctx)
+	var prev *batch // polled before the current poll, maybe still writing
+	defer func() {
+		cancel()
+		if prev != nil {
+			<-prev.done
+		}
+	}()
 	var refs, docs int64
-	lastLog := time.Now()
-	// Up to pollChunks chunks per worker: the workers then do not all
-	// build, then all write, in step (see handle), and under a backlog
-	// the batch's fixed costs — the wait for its last write, the
-	// offset commit, the next poll — are paid once per 8 chunks a
-	// worker instead of once per 2 (the build stage kept Elasticsearch
-	// busy a quarter less than a direct bulk load). Memory stays
-	// bounded by the batch: 16,000 ids and their documents by default.
-	return consume(ctx, cl, pollChunks*b.cfg.BatchSize*b.cfg.Workers,
-		func(recs []*kgo.Record) (int64, error) {
-			n, err := b.handle(ctx, recs)
-			if errors.Is(err, errNotVisible) {
+	lastLog, lastDrain := time.Now(), time.Now()
+	finish := func(bt *batch) error {
+		<-bt.done
+		if bt.err != nil {
+			if errors.Is(bt.err, errNotVisible) {
 				b.met.invisible.Inc()
 			}
-			return n, err
-		},
-		func(recs []*kgo.Record, n int64) {
-			refs += int64(len(recs))
-			docs += n
-			if time.Since(lastLog) > 10*time.Second {
-				b.log.Info("build progress", "refs", refs, "documents", docs)
-				lastLog = time.Now()
+			return bt.err
+		}
+		if err := cl.CommitRecords(ctx, bt.recs...); err != nil {
+			return fmt.Errorf("commit offsets: %w", err)
+		}
+		refs += int64(len(bt.recs))
+		docs += bt.n
+		if time.Since(lastLog) > 10*time.Second {
+			b.log.Info("build progress", "refs", refs, "documents", docs)
+			lastLog = time.Now()
+		}
+		return nil
+	}
+	drain := func() error {
+		if prev != nil {
+			err := finish(prev)
+			prev = nil
+			if err != nil {
+				return err
 			}
-		})
+		}
+		cl.AllowRebalance()
+		lastDrain = time.Now()
+		return nil
+	}
+	for {
+		// Up to pollChunks chunks per worker: under a backlog a batch's
+		// fixed costs (offset commit, poll) are paid once per 8 chunks a
+		// worker. While a batch is in flight the poll also returns when
+		// it is done, so that its offsets are committed at once.
+		pctx, stop := ctx, context.CancelFunc(func() {})
+		if prev != nil {
+			pctx, stop = context.WithCancel(ctx)
+			go func(done <-chan struct{}) {
+				select {
+				case <-done:
+					stop()
+				case <-pctx.Done():
+				}
+			}(prev.done)
+		}
+		fs := cl.PollRecords(pctx, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
+		stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			if err := drain(); err != nil {
+				return err
+			}
+			continue
+		}
+		cur := b.plan(recs)
+		if prev != nil && prev.overlaps(cur) {
+			if err := finish(prev); err != nil {
+				return err
+			}
+			prev = nil
+		}
+		go b.run(bctx, cur)
+		if prev != nil {
+			err := finish(prev)
+			prev = cur
+			if err != nil {
+				return err
+			}
+		}
+		prev = cur
+		if time.Since(lastDrain) > drainInterval {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// drainInterval is how long the build stage may keep batches in flight
+// without a moment at which a rebalance can happen.
+const drainInterval = 3 * time.Second
+
+// batch is one polled batch of refs: its chunks to build, the keys they
+// name, and once done is closed, the documents written or the error.
+type batch struct {
+	recs   []*kgo.Record
+	chunks []chunk
+	keys   map[string]struct{} // refs topic + "\x00" + key
+	done   chan struct{}
+	n      int64
+	err    error
+}
+
+// overlaps says whether next names a key b also builds.
+func (b *batch) overlaps(next *batch) bool {
+	small, large := b.keys, next.keys
+	if len(large) < len(small) {
+		small, large = large, small
+	}
+	for k := range small {
+		if _, ok := large[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// run builds and writes bt, then closes bt.done.
+func (b *Builder) run(ctx context.Context, bt *batch) {
+	defer close(bt.done)
+	bt.n, bt.err = b.buildAndWrite(ctx, bt.chunks)
 }
 
 // pollChunks is how many chunks of BatchSize ids per worker one poll of
@@ -157,15 +277,15 @@ func (c *coalesced) appendXids(out []uint32, key []byte) []uint32 {
 	return out
 }
 
-// handle builds one polled batch. Refs of a key all land on one partition,
-// so once each partition's refs are coalesced every key of the batch is
-// distinct: the batch is cut into chunks of at most BatchSize keys of one
-// aggregate, and Workers build and write them in any order, keeping
+// plan cuts one polled batch into chunks. Refs of a key all land on one
+// partition, so once each partition's refs are coalesced every key of the
+// batch is distinct: the batch is cut into chunks of at most BatchSize keys
+// of one aggregate, which Workers build and write in any order, keeping
 // PostgreSQL and the sinks busy until the last chunk (a partition with more
-// refs than the others does not hold the batch up alone). It returns the
-// number of documents written once the sink accepted all of them: only then
-// may the batch's offsets be committed.
-func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error) {
+// refs than the others does not hold the batch up alone). Only once the
+// sink accepted every document may the batch's offsets be committed.
+func (b *Builder) plan(recs []*kgo.Record) *batch {
+	bt := &batch{recs: recs, keys: map[string]struct{}{}, done: make(chan struct{})}
 	type tp struct {
 		topic string
 		part  int32
@@ -190,6 +310,7 @@ func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error)
 			order = append(order, k)
 		}
 		w.keys.add(r.Key, ref)
+		bt.keys[r.Topic+"\x00"+string(r.Key)] = struct{}{}
 	}
 	// Chunks of one aggregate, filled across its partitions.
 	var chunks []chunk
@@ -208,7 +329,8 @@ func (b *Builder) handle(ctx context.Context, recs []*kgo.Record) (int64, error)
 			c.xids = w.keys.appendXids(c.xids, key)
 		}
 	}
-	return b.buildAndWrite(ctx, chunks)
+	bt.chunks = chunks
+	return bt
 }
 
 // buildAndWrite builds chunks on Workers connections and hands the

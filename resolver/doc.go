@@ -48,7 +48,10 @@
 // that the transactions named by the refs are visible in its snapshot
 // (xid widened to xid8 with the snapshot's epoch; retried every 20ms up to
 // VisibilityTimeout), and runs the aggregate's Build statement. Ids without
-// a row become Deleted documents. The documents go to the Sink.
+// a row become Deleted documents. The documents go to the Sink in groups
+// of about WriteBytes. The next batch is polled and starts building while
+// the previous one's last groups are written (a batch naming a key still
+// in flight waits for it); offsets are committed in poll order.
 // Partitions are built concurrently (Workers); the ids of one partition
 // are built in order, so a later build of a key never carries a lower
 // version.

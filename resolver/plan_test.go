@@ -3,10 +3,13 @@ package resolver
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
@@ -377,5 +380,33 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	}
 	if len(next.truncated) != n {
 		t.Fatalf("a new snapshot (new LSN) must rebuild again: got %d rebuilds, want %d", len(next.truncated), n)
+	}
+}
+
+// A polled batch of the build stage names the keys it builds, so that the
+// next batch, which starts while this one's last documents are written,
+// waits for it when it names one of them: two builds of one key must never
+// overlap (a later build could otherwise be overwritten by an earlier one
+// carrying the same version).
+func TestBuildBatchesOverlapOnSharedKeys(t *testing.T) {
+	model := shopModel(t)
+	a := model.Aggregate("customer")
+	if a == nil {
+		t.Fatal("no customer aggregate in shopModel")
+	}
+	b := &Builder{cfg: Config{BatchSize: 2, Workers: 1}, met: newBuildMetrics(nil), log: slog.Default(),
+		byTopic: map[string]*mappings.Aggregate{"p.refs.customer": a}}
+	rec := func(part int32, id int) *kgo.Record {
+		return &kgo.Record{Topic: "p.refs.customer", Partition: part, Key: []byte(fmt.Sprintf(`{"id":%d}`, id)), Value: []byte(`{"aggregate":"customer"}`)}
+	}
+	first := b.plan([]*kgo.Record{rec(0, 1), rec(0, 2), rec(1, 3), rec(0, 1)})
+	if len(first.chunks) != 2 || len(first.keys) != 3 {
+		t.Fatalf("plan: %d chunks and %d keys, want 2 chunks of at most 2 keys and 3 distinct keys", len(first.chunks), len(first.keys))
+	}
+	if other := b.plan([]*kgo.Record{rec(2, 4), rec(2, 5)}); first.overlaps(other) || other.overlaps(first) {
+		t.Error("batches with distinct keys overlap: the next one would wait for nothing")
+	}
+	if again := b.plan([]*kgo.Record{rec(2, 5), rec(1, 3)}); !first.overlaps(again) || !again.overlaps(first) {
+		t.Error("a batch naming key {\"id\":3} again does not overlap the one still building it")
 	}
 }
