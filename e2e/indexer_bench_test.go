@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,10 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 	if err != nil {
 		return err
 	}
-	var failed error
+	var (
+		mu     sync.Mutex
+		failed error
+	)
 	for i := range docs {
 		id, err := indexer.DocumentID(docs[i].ID)
 		if err != nil {
@@ -44,6 +48,8 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 		}
 		err = bi.Add(ctx, esutil.BulkIndexerItem{Action: "index", DocumentID: id, Body: bytes.NewReader(docs[i].Doc),
 			OnFailure: func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
+				mu.Lock() // the indexer's workers call it concurrently
+				defer mu.Unlock()
 				if failed == nil {
 					failed = fmt.Errorf("direct bulk load: %d %s %v", res.Status, res.Error.Reason, err)
 				}
@@ -55,6 +61,8 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 	if err := bi.Close(ctx); err != nil {
 		return err
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	return failed
 }
 
