@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -35,6 +37,17 @@ type Config struct {
 	// Snapshot is true when the streamer takes an initial snapshot
 	// (snapshot_mode initial): Wait then also needs its "done" marker.
 	Snapshot bool
+}
+
+// ConfigFrom names what decant.yaml's pipeline consists of for the bound
+// mappings: its slot, topics and groups.
+func ConfigFrom(cfg *config.Config, model *mappings.Model) Config {
+	c := Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
+		Snapshot: cfg.Streamer.Snapshots(), Aggregates: model.AggregateNames()}
+	for _, t := range model.Tables() {
+		c.RawTopics = append(c.RawTopics, wire.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
+	}
+	return c
 }
 
 // Tracker reads watermarks. Safe for concurrent use.

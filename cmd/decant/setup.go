@@ -20,7 +20,6 @@ import (
 	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/watermark"
-	"github.com/decant-cdc/decant/wire"
 )
 
 // stack is what every command that touches the pipeline opens from
@@ -86,15 +85,9 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 // openTracker connects to Kafka, checks that a broker answers and returns
 // the watermark tracker of the stack's model.
 func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
-	cfg := s.cfg
-	wc := watermark.Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
-		Snapshot: cfg.Streamer.Snapshots(), Aggregates: s.model.AggregateNames()}
-	for _, t := range s.model.Tables() {
-		wc.RawTopics = append(wc.RawTopics, wire.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
-	}
-	t, err := watermark.Dial(ctx, wc, s.pool, s.kopts)
+	t, err := watermark.Dial(ctx, watermark.ConfigFrom(s.cfg, s.model), s.pool, s.kopts)
 	if err != nil {
-		return nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", cfg.Kafka.Brokers, err)
+		return nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", s.cfg.Kafka.Brokers, err)
 	}
 	return t, nil
 }
