@@ -84,3 +84,26 @@ func TestDeadLetterEncode(t *testing.T) {
 		t.Errorf("stream dead letter: %s %s", key, value)
 	}
 }
+
+// AppendEncoded writes the same bytes as Encode for every checked
+// document: spaced documents and ids are compacted, deleted ones carry
+// doc null, an empty LSN comes from the version, and names that need
+// escaping take Encode's path.
+func TestAppendEncodedMatchesEncode(t *testing.T) {
+	docs := []Document{
+		{Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 23803720, LSN: "0/16B3748", Doc: json.RawMessage(`{"id":7,"name":"Ada <&> \u00e9","tags":["vip"]}`)},
+		{Aggregate: "customer", ID: json.RawMessage(`{"id": 7}`), Version: 23803720, Doc: json.RawMessage("{\"a\": [1, 2],\n \"b\": {\"c\": \"x y\"}}")},
+		{Aggregate: "order_line", ID: json.RawMessage(`{"order_id":7,"line_no":2}`), Version: 1, LSN: "0/1", Deleted: true, Doc: json.RawMessage(`{"stale":true}`)},
+		{Aggregate: "order_line", ID: json.RawMessage(`{"order_id":7,"line_no":2}`), Version: 1, Deleted: true},
+		{Aggregate: `we"ird\né`, ID: json.RawMessage(`{"id":"x"}`), Version: 9, Doc: json.RawMessage(`{}`)},
+	}
+	for i := range docs {
+		want, err := docs[i].Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := docs[i].AppendEncoded([]byte("prefix")); string(got) != "prefix"+string(want) {
+			t.Errorf("document %d:\nAppendEncoded %s\nEncode        %s", i, got[len("prefix"):], want)
+		}
+	}
+}

@@ -100,6 +100,52 @@ func (d *Document) Encode() ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// AppendEncoded appends to dst what Encode returns, without checking that
+// ID and Doc are valid JSON: the caller has (the sinks check every document
+// before they write it). It writes the envelope by hand and compacts ID
+// and Doc in one pass; encoding/json re-validated every document, a tenth
+// of decant's CPU during an initial load. Names that need escaping take
+// Encode's path.
+func (d *Document) AppendEncoded(dst []byte) []byte {
+	if !plainJSONString(d.Aggregate) || !plainJSONString(d.LSN) {
+		b, err := d.Encode()
+		if err != nil {
+			panic(fmt.Sprintf("wire: AppendEncoded of an unchecked document: %v", err))
+		}
+		return append(dst, b...)
+	}
+	dst = append(dst, `{"aggregate":"`...)
+	dst = append(dst, d.Aggregate...)
+	dst = append(dst, `","id":`...)
+	dst = AppendCompact(dst, d.ID)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendUint(dst, d.Version, 10)
+	dst = append(dst, `,"lsn":"`...)
+	if d.LSN == "" {
+		dst = AppendLSN(dst, d.Version)
+	} else {
+		dst = append(dst, d.LSN...)
+	}
+	if d.Deleted {
+		return append(dst, `","deleted":true,"doc":null}`...)
+	}
+	dst = append(dst, `","deleted":false,"doc":`...)
+	dst = AppendCompact(dst, d.Doc)
+	return append(dst, '}')
+}
+
+// plainJSONString says whether s is written as is between quotes by
+// encoding/json without HTML escaping: printable ASCII, no quote or
+// backslash.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // SnapshotMarker is the value of a record in StateTopic under
 // SnapshotKey(Slot): "started" (Done false) when the slot is created, "done"
 // once every snapshot row is acknowledged.
