@@ -71,7 +71,7 @@ bench-build: ## build stage docs/s ÷ the same build SQL as COPY … TO STDOUT (
 bench-index: ## Elasticsearch sink docs/s ÷ a direct bulk load of the same documents (servers must be up)
 	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^BenchmarkESSinkVsDirectBulk$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
-bench-backfill: ## backfill docs/s through refs → build → Elasticsearch ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
+bench-backfill: ## backfill docs/s through refs → build → both sinks (aggregate topic, Elasticsearch) ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
 	set -o pipefail; DECANT_BENCH_AGGREGATES=$${DECANT_BENCH_AGGREGATES:-1000000} $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkBackfill$$' -timeout 120m ./e2e | $(BENCH_SHOW)
 
 bench-freshness: ## decant run: max change rate, commit → searchable p50/p99 at half of it, CPU and peak RSS
