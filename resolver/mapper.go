@@ -111,6 +111,10 @@ func (m *Mapper) Run(ctx context.Context) error {
 }
 
 func (m *Mapper) session(ctx context.Context) error {
+	// A session ends on the first failed batch, uncommitted: a snapshot
+	// rebuild it planned may never have reached the refs topic, so the
+	// next session plans again from the first snapshot row it re-reads.
+	m.planner.forget()
 	cl, err := groupClient(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), m.cfg.Group+".map", m.topics)
 	if err != nil {
 		return err

@@ -253,6 +253,12 @@ type planner struct {
 	snapshots map[string]bool
 }
 
+// forget drops the snapshot rebuilds planned so far. A rebuild is planned
+// before its refs are produced; when the batch fails, the session that
+// planned it ends and the next one must plan it again (otherwise its
+// snapshot rows would be skipped and its documents never built).
+func (p *planner) forget() { p.snapshots = nil }
+
 // snapshotPlanned says whether the rebuild of every wanted aggregate that
 // uses table was already planned for the initial snapshot whose rows carry
 // commit LSN lsn: another row of that snapshot resolves to nothing.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -366,6 +367,17 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	}
 	if p.snapshotPlanned(orders, "0/20") {
 		t.Error("snapshotPlanned(orders, 0/20) = true: a new snapshot's first row would be skipped and its documents never rebuilt")
+	}
+	// A failed batch ends its session; the next one forgets what it
+	// planned and rebuilds again from the first snapshot row it re-reads.
+	failed := *p
+	failed.snapshots = maps.Clone(p.snapshots)
+	failed.forget()
+	if failed.snapshotPlanned(orders, "0/10") {
+		t.Error("snapshotPlanned after forget: a rebuild whose refs were never acknowledged would be skipped for good")
+	}
+	if replanned, err := failed.plan([]*wire.Change{row(1, "0/10")}); err != nil || len(replanned.truncated) != n {
+		t.Errorf("after forget, the snapshot's first row planned %v rebuilds (err %v), want %d", describe(replanned), err, n)
 	}
 	again, err := p.plan([]*wire.Change{row(3, "0/10")})
 	if err != nil {

@@ -61,6 +61,13 @@ func (w *workload) run(ctx context.Context, t *testing.T, pg *testenv.PG, total 
 		}
 		var lsnText string
 		if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsnText); err != nil {
+			// Roll back even when ctx ended: a transaction left open keeps its
+			// connection, and the pool's Close at cleanup waits for it forever
+			// (a make test run hung 25 minutes on it).
+			_ = tx.Rollback(context.Background())
+			if ctx.Err() != nil {
+				return
+			}
 			t.Errorf("workload: %v", err)
 			return
 		}
@@ -105,7 +112,7 @@ func (w *workload) run(ctx context.Context, t *testing.T, pg *testenv.PG, total 
 		if err == nil {
 			err = tx.Commit(ctx)
 		} else {
-			_ = tx.Rollback(ctx)
+			_ = tx.Rollback(context.Background())
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -679,10 +679,17 @@ func TestOversizedRawEvent(t *testing.T) {
 func TestRefsTopicRefusesWrites(t *testing.T) {
 	t.Parallel()
 	p, run := newConverged(t)
+	group := p.Kafka.Prefix + ".map"
+	// Documents converge as soon as one build reads the three items, which
+	// can be before the map stage committed the last of their raw records:
+	// wait for that commit, or it lands after `before` below.
+	testenv.WaitFor(t, "the map stage to commit every raw record", 60*time.Second, func() (bool, error) {
+		lag, err := testenv.GroupLag(context.Background(), p.Kafka.Admin, group, p.rawTopic())
+		return err == nil && lag == 0, fmt.Errorf("lag %d: %v", lag, err)
+	})
 
 	tiny := "64"
 	p.alterTopic(p.refsTopic(), kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &tiny})
-	group := p.Kafka.Prefix + ".map"
 	before := p.committed(group, p.rawTopic())
 	p.PG.Exec(t, insertItems(4, 6, 2))
 	waitLog(t, run, `level=WARN msg="session ended; restarting from the last committed offsets" stage=map[^\n]*produce to `+regexp.QuoteMeta(p.refsTopic())+`: MESSAGE_TOO_LARGE`, 60*time.Second)
