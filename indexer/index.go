@@ -128,6 +128,16 @@ func (e *MappingChangedError) Error() string {
 		e.Aggregate, e.Alias, e.Current, e.Want, e.Aggregate)
 }
 
+// current checks spec and returns its concrete index name and what the
+// alias and the reindex marker <alias>-next point at now.
+func (s IndexSpec) current(ctx context.Context, es *elasticsearch.Client) (want string, aliases map[string][]string, err error) {
+	if err := s.check(); err != nil {
+		return "", nil, err
+	}
+	aliases, err = getAliases(ctx, es, s.Alias, s.NextAlias())
+	return s.IndexName(), aliases, err
+}
+
 // EnsureIndex makes sure the alias exists. When it is missing, it creates
 // the concrete index <alias>_<hash> and points the alias at it. When the
 // alias points at the index of the current spec, or a reindex towards it is
@@ -135,11 +145,7 @@ func (e *MappingChangedError) Error() string {
 // points at another index, it returns a *MappingChangedError and changes
 // nothing: a mapping change is applied by a reindex, never silently.
 func EnsureIndex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec) (string, error) {
-	if err := spec.check(); err != nil {
-		return "", err
-	}
-	want := spec.IndexName()
-	al, err := getAliases(ctx, es, spec.Alias, spec.NextAlias())
+	want, al, err := spec.current(ctx, es)
 	if err != nil {
 		return "", err
 	}
@@ -224,11 +230,7 @@ func Reindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts
 // other mappings is abandoned (its index deleted).
 func StartReindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts ReindexOptions) (string, error) {
 	opts.defaults()
-	if err := spec.check(); err != nil {
-		return "", err
-	}
-	want := spec.IndexName()
-	al, err := getAliases(ctx, es, spec.Alias, spec.NextAlias())
+	want, al, err := spec.current(ctx, es)
 	if err != nil {
 		return "", err
 	}

@@ -438,6 +438,18 @@ type encArrayParser struct {
 	scratch []byte // unescaped element
 }
 
+// unescape returns val without its backslash escapes, in p.scratch.
+func (p *encArrayParser) unescape(val []byte) []byte {
+	p.scratch = p.scratch[:0]
+	for k := 0; k < len(val); k++ {
+		if val[k] == '\\' {
+			k++
+		}
+		p.scratch = append(p.scratch, val[k])
+	}
+	return p.scratch
+}
+
 func encArray(dst []byte, m *encTypeMap, ti *pgType, s []byte, depth int) ([]byte, error) {
 	if depth > encMaxDepth {
 		return dst, errEncDepth
@@ -544,14 +556,7 @@ func (p *encArrayParser) element(dst []byte, i int) ([]byte, int, error) {
 		val = s[start:i]
 		i++
 		if esc {
-			p.scratch = p.scratch[:0]
-			for k := 0; k < len(val); k++ {
-				if val[k] == '\\' {
-					k++
-				}
-				p.scratch = append(p.scratch, val[k])
-			}
-			val = p.scratch
+			val = p.unescape(val)
 		}
 	} else {
 		start, esc, keep := i, false, i // keep: end of the last escaped byte
@@ -578,14 +583,7 @@ func (p *encArrayParser) element(dst []byte, i int) ([]byte, int, error) {
 			return dst, i, encSyntax("array", s, i)
 		}
 		if esc {
-			p.scratch = p.scratch[:0]
-			for k := 0; k < len(val); k++ {
-				if val[k] == '\\' {
-					k++
-				}
-				p.scratch = append(p.scratch, val[k])
-			}
-			val = p.scratch
+			val = p.unescape(val)
 		} else if len(val) == 4 && (val[0]|0x20) == 'n' && (val[1]|0x20) == 'u' && (val[2]|0x20) == 'l' && (val[3]|0x20) == 'l' {
 			return append(dst, "null"...), i, nil
 		}

@@ -202,10 +202,10 @@ func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r
 		}
 		for rows.Next() {
 			vals := rows.RawValues()
-			row := compactJSON(vals[0])
+			row := wire.AppendCompact(make([]byte, 0, len(vals[0])), vals[0])
 			fields := make([]wire.KeyField, len(r.key))
 			for i, ki := range r.key {
-				fields[i] = wire.KeyField{Name: r.cols[ki].Name, Value: compactJSON(vals[1+i])}
+				fields[i] = wire.KeyField{Name: r.cols[ki].Name, Value: wire.AppendCompact(make([]byte, 0, len(vals[1+i])), vals[1+i])}
 			}
 			rec := enc.snapshotRow(r, wire.Key(fields), row, &at)
 			s.produce(ctx, rec, mark, cp)
@@ -228,34 +228,6 @@ func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r
 			return n, nil
 		}
 	}
-}
-
-// compactJSON removes the spaces jsonb's text output puts after ':' and ','.
-func compactJSON(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	inStr, esc := false, false
-	for _, c := range b {
-		if inStr {
-			out = append(out, c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\n', '\t', '\r':
-			continue
-		case '"':
-			inStr = true
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // The snapshot marker lives in the compacted topic <prefix>.state under the

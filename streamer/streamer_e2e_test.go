@@ -209,7 +209,7 @@ func (e *env) tableState(table, keyExpr string) map[string]json.RawMessage {
 		if err := rows.Scan(&k, &v); err != nil {
 			e.t.Fatal(err)
 		}
-		m[string(compactJSON([]byte(k)))] = v
+		m[string(wire.AppendCompact(nil, []byte(k)))] = v
 	}
 	return m
 }
