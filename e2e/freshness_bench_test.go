@@ -19,9 +19,12 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/opsapi"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // freshMapping is the backfill benchmark's customer aggregate with a seq
@@ -68,6 +71,12 @@ aggregates:
 //     window are printed too: when the last is far higher, the pipeline
 //     did not keep up with the rate (sustained=no) and the percentiles
 //     measure a growing backlog.
+//
+// The same sampled changes are also timed from their commit to the first
+// record of their document in the aggregate topic that holds them (a
+// consumer reading the topic from its end offsets at the start of phase
+// 2): agg_topic_p50 and agg_topic_p99, the latency a downstream service
+// consuming the aggregate topic sees.
 //
 // CPU time is read from /proc/<pid>/stat over each phase, peak RSS is
 // VmHWM at the end. It prints one line starting with "BENCH freshness".
@@ -164,7 +173,7 @@ streamer:
 		burstTook, commitsTook        time.Duration
 		changes                       int64
 		achieved                      float64
-		samples                       []freshSample
+		samples, aggSamples           []freshSample
 		cpuBurstPer1k, cpuSteadyPer1k float64
 	)
 	for b.Loop() {
@@ -195,7 +204,7 @@ streamer:
 		cpu0 = freshCPU(b, run.Pid())
 		var took time.Duration
 		var nch int64
-		samples, nch, took = freshSteady(ctx, b, pool, es, alias, n, seq, rate, time.Duration(seconds)*time.Second)
+		samples, aggSamples, nch, took = freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
 		steadyCPU = freshCPU(b, run.Pid()) - cpu0
 		seq += nch
 		changes = nch
@@ -218,6 +227,11 @@ streamer:
 		}
 	}
 	p50, p99 := freshPercentile(lat, 0.50), freshPercentile(lat, 0.99)
+	var aggLat []time.Duration
+	for _, sm := range aggSamples {
+		aggLat = append(aggLat, sm.latency)
+	}
+	aggP50, aggP99 := freshPercentile(aggLat, 0.50), freshPercentile(aggLat, 0.99)
 	// A rate the pipeline cannot sustain shows as latencies that grow
 	// through the window: a backlog, not freshness.
 	p50First, p50Last := freshPercentile(first, 0.5), freshPercentile(last, 0.5)
@@ -229,9 +243,9 @@ streamer:
 	b.ReportMetric(maxRate, "max-changes/s")
 	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes peak_rss=%dMB\n",
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms agg_topic_p50=%dms agg_topic_p99=%dms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes peak_rss=%dMB\n",
 		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
-		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), p50First.Milliseconds(), p50Last.Milliseconds(), sustained, cpuBurstPer1k, cpuSteadyPer1k, rss>>20)
+		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(), p50First.Milliseconds(), p50Last.Milliseconds(), sustained, cpuBurstPer1k, cpuSteadyPer1k, rss>>20)
 }
 
 // freshChange is one sampled change: its seq and when its commit returned.
@@ -309,16 +323,30 @@ func freshDrive(ctx context.Context, pool *pgxpool.Pool, n int, seq int64, count
 // and measures the commit-to-searchable latency of about 100 sampled
 // changes a second. It returns once every sampled change is searchable,
 // with the samples, the changes committed and the time that took.
-func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, int64, time.Duration) {
+func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, k *testenv.KafkaEnv, aggTopic string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, []freshSample, int64, time.Duration) {
 	every := max(1, int64(math.Round(rate/100)))
 	var (
-		mu      sync.Mutex
-		pending = map[int][]freshChange{} // document id → sampled changes not yet seen
-		lat     []freshSample
-		start   time.Time
-		first   error
-		last    int64
+		mu         sync.Mutex
+		pending    = map[int][]freshChange{} // document id → sampled changes not yet searchable
+		aggPending = map[int][]freshChange{} // document id → sampled changes not yet in the aggregate topic
+		lat, agg   []freshSample
+		start      time.Time
+		first      error
+		last       int64
 	)
+	// seen moves the sampled changes of doc up to seq top from p to out.
+	seen := func(p map[int][]freshChange, out *[]freshSample, doc int, top int64, now time.Time) {
+		cs := p[doc]
+		i := 0
+		for ; i < len(cs) && cs[i].seq <= top; i++ {
+			*out = append(*out, freshSample{cs[i].committed.Sub(start), now.Sub(cs[i].committed)})
+		}
+		if i == len(cs) {
+			delete(p, doc)
+		} else {
+			p[doc] = cs[i:]
+		}
+	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
 	polled := make(chan struct{})
@@ -337,27 +365,61 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 			}
 			mu.Unlock()
 			if len(ids) > 0 {
-				seen, err := freshSearchSeqs(pollCtx, es, alias, ids, from)
+				tops, err := freshSearchSeqs(pollCtx, es, alias, ids, from)
 				now := time.Now()
 				mu.Lock()
 				if err != nil && pollCtx.Err() == nil {
 					first = cmp.Or(first, err)
 				}
-				for doc, top := range seen {
-					cs := pending[doc]
-					i := 0
-					for ; i < len(cs) && cs[i].seq <= top; i++ {
-						lat = append(lat, freshSample{cs[i].committed.Sub(start), now.Sub(cs[i].committed)})
-					}
-					if i == len(cs) {
-						delete(pending, doc)
-					} else {
-						pending[doc] = cs[i:]
-					}
+				for doc, top := range tops {
+					seen(pending, &lat, doc, top, now)
 				}
 				mu.Unlock()
 			}
 			time.Sleep(25 * time.Millisecond)
+		}
+	}()
+
+	// The aggregate topic is read from its end offsets now, so every record
+	// of a change committed from here on is seen.
+	ends, lerr := k.Admin.ListEndOffsets(ctx, aggTopic)
+	if lerr != nil {
+		b.Fatal(lerr)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	cl, lerr := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{aggTopic: from}))
+	if lerr != nil {
+		b.Fatal(lerr)
+	}
+	defer cl.Close()
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for pollCtx.Err() == nil {
+			fs := cl.PollFetches(pollCtx)
+			now := time.Now()
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				var key struct{ ID int }
+				var env struct {
+					Doc *struct {
+						Seq    int64 `json:"seq"`
+						Orders []struct {
+							Seq int64 `json:"seq"`
+						} `json:"orders"`
+					} `json:"doc"`
+				}
+				if json.Unmarshal(r.Key, &key) != nil || r.Value == nil || json.Unmarshal(r.Value, &env) != nil || env.Doc == nil {
+					return
+				}
+				top := env.Doc.Seq
+				for _, o := range env.Doc.Orders {
+					top = max(top, o.Seq)
+				}
+				seen(aggPending, &agg, key.ID, top, now)
+			})
+			mu.Unlock()
 		}
 	}()
 
@@ -370,6 +432,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		last = max(last, s)
 		if s%every == 0 {
 			pending[doc] = append(pending[doc], freshChange{s, at})
+			aggPending[doc] = append(aggPending[doc], freshChange{s, at})
 		}
 	})
 	took := time.Since(start)
@@ -382,11 +445,12 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		if first != nil {
 			b.Fatalf("freshness: %v", first)
 		}
-		return len(pending) == 0, fmt.Errorf("%d documents with unseen changes", len(pending))
+		return len(pending) == 0 && len(aggPending) == 0, fmt.Errorf("%d documents with changes not yet searchable, %d not yet in %s", len(pending), len(aggPending), aggTopic)
 	})
 	stopPoll()
 	<-polled
-	return lat, last - seq, took
+	<-consumed
+	return lat, agg, last - seq, took
 }
 
 // freshSearchSeqs searches alias for those of the documents ids that

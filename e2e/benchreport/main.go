@@ -168,6 +168,8 @@ var stages = []stage{
 			{Stage: "max change rate", Workload: "single-row transactions, distinct documents", Decant: l.Values["max_rate"], Unit: "changes/s"},
 			{Stage: "freshness p50", Workload: fresh, Decant: l.Values["p50"], Unit: "ms"},
 			{Stage: "freshness p99", Workload: fresh, Decant: l.Values["p99"], Unit: "ms"},
+			{Stage: "freshness p50", Workload: "commit → aggregate topic " + rate, Decant: l.Values["agg_topic_p50"], Unit: "ms"},
+			{Stage: "freshness p99", Workload: "commit → aggregate topic " + rate, Decant: l.Values["agg_topic_p99"], Unit: "ms"},
 			{Stage: "CPU", Workload: "decant run, " + rate, Decant: l.Values["cpu"], Unit: "s/1k changes"},
 			{Stage: "CPU", Workload: "decant run, at the maximum rate", Decant: l.Values["cpu_max_rate"], Unit: "s/1k changes"},
 			{Stage: "peak RSS", Workload: "decant run, whole benchmark", Decant: l.Values["peak_rss"], Unit: "MB"},
