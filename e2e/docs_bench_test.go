@@ -590,15 +590,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	}
 	resWaitESQuiet(b, d.es)
 
-	pc, err := pgxpool.ParseConfig(d.pg.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pool := freshPool(ctx, b, d.pg.DSN)
 	defer pool.Close()
 	if err := run.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		b.Fatal(err)

@@ -155,15 +155,7 @@ streamer:
 		b.Fatalf("/v1/wait after the backfill: %v", err)
 	}
 
-	pc, err := pgxpool.ParseConfig(pg.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pool := freshPool(ctx, b, pg.DSN)
 	defer pool.Close()
 	var (
 		seq                           int64 // last seq written
@@ -246,6 +238,21 @@ streamer:
 	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms agg_topic_p50=%dms agg_topic_p99=%dms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes peak_rss=%dMB\n",
 		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
 		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(), p50First.Milliseconds(), p50Last.Milliseconds(), sustained, cpuBurstPer1k, cpuSteadyPer1k, rss>>20)
+}
+
+// freshPool is the pool of 8 connections the benchmarks commit changes from.
+func freshPool(ctx context.Context, tb testing.TB, dsn string) *pgxpool.Pool {
+	tb.Helper()
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pc.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pool
 }
 
 // freshChange is one sampled change: its seq and when its commit returned.

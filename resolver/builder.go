@@ -160,15 +160,11 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 				}
 			}(prev.done)
 		}
-		fs := cl.PollRecords(pctx, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
+		recs, ended, err := poll(ctx, pctx, cl, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
 		stop()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := fetchErr(fs); err != nil {
+		if ended || err != nil {
 			return err
 		}
-		recs := fs.Records()
 		if len(recs) == 0 {
 			if err := drain(); err != nil {
 				return err

@@ -72,6 +72,20 @@ func leaveGroup(cl *kgo.Client) {
 	cl.Close()
 }
 
+// poll polls at most maxRecords records until pctx ends (pctx may end
+// before ctx, the session's, to stop waiting). ended is true when ctx
+// ended; a fetch error ends the session.
+func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kgo.Record, ended bool, err error) {
+	fs := cl.PollRecords(pctx, maxRecords)
+	if ctx.Err() != nil {
+		return nil, true, nil
+	}
+	if err := fetchErr(fs); err != nil {
+		return nil, false, err
+	}
+	return fs.Records(), false, nil
+}
+
 // consume is the loop of a stage's session: it polls cl for at most
 // maxRecords records at a time until ctx ends (then it returns nil).
 // handle gets each non-empty poll; only when it returns nil are the
@@ -80,14 +94,10 @@ func leaveGroup(cl *kgo.Client) {
 // uncommitted, for runSessions to restart.
 func consume(ctx context.Context, cl *kgo.Client, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
 	for {
-		fs := cl.PollRecords(ctx, maxRecords)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := fetchErr(fs); err != nil {
+		recs, ended, err := poll(ctx, ctx, cl, maxRecords)
+		if ended || err != nil {
 			return err
 		}
-		recs := fs.Records()
 		if len(recs) == 0 {
 			cl.AllowRebalance()
 			continue
