@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,75 +39,46 @@ import (
 //
 //	DECANT_BENCH_DOCS_CUSTOMERS=100000 go test ./e2e -run '^$' -bench '^BenchmarkInitialLoad$' -benchtime 1x -timeout 60m
 
-// docsDataSQL fills the demo schema with the ratios of
-// examples/shop/schema.sql for {N} customers: 0.8 addresses and 3 orders
-// per customer, 1–4 lines per order (2.5 on average), 500 products, 5 tags.
-const docsDataSQL = `
-INSERT INTO addresses (street, city, country)
-SELECT g || ' Market Street', (ARRAY['Berlin','Paris','Lisbon','Oslo','Rome','Madrid','Vienna','Dublin'])[1 + g % 8],
-       (ARRAY['DE','FR','PT','NO','IT','ES','AT','IE'])[1 + g % 8]
-FROM generate_series(1, {A}) g;
-
-INSERT INTO customers (name, email, address_id, created_at)
-SELECT (ARRAY['Ada','Grace','Alan','Edsger','Barbara','Donald','Frances','Ken','Margaret','Niklaus'])[1 + g % 10] || ' ' ||
-       (ARRAY['Lovelace','Hopper','Turing','Dijkstra','Liskov','Knuth','Allen','Thompson','Hamilton','Wirth'])[1 + (g / 10) % 10],
-       'customer' || g || '@example.com',
-       CASE WHEN g % 5 = 0 THEN NULL ELSE 1 + g % {A} END,
-       '2026-01-01'::timestamptz + g * interval '37 minutes'
-FROM generate_series(1, {N}) g;
-
-INSERT INTO products (sku, title, price)
-SELECT 'SKU-' || lpad(g::text, 5, '0'),
-       (ARRAY['Espresso machine','Grinder','Kettle','Teapot','Mug','Scale','Filter papers','Beans'])[1 + g % 8] || ' ' || g,
-       round((5 + (g * 7919) % 300)::numeric, 2)
-FROM generate_series(1, 500) g;
-
-INSERT INTO orders (customer_id, status, placed_at)
-SELECT 1 + g % {N}, (ARRAY['placed','paid','shipped','delivered'])[1 + g % 4],
-       '2026-06-01'::timestamptz + g * interval '11 minutes'
-FROM generate_series(1, {O}) g;
-
-INSERT INTO order_lines (order_id, line_no, product_id, quantity)
-SELECT o.id, l, 1 + (o.id * 31 + l * 17) % 500, 1 + (o.id + l) % 3
-FROM orders o, generate_series(1, 1 + o.id % 4) l;
-
-UPDATE orders o SET total = s.total
-FROM (SELECT ol.order_id, sum(ol.quantity * p.price) AS total
-      FROM order_lines ol JOIN products p ON p.id = ol.product_id GROUP BY 1) s
-WHERE s.order_id = o.id;
-
-INSERT INTO tags (name) VALUES ('vip'), ('eu'), ('newsletter'), ('wholesale'), ('returning');
-INSERT INTO customer_tags (customer_id, tag_id)
-SELECT c.id, t.id FROM customers c JOIN tags t ON (c.id + t.id * 3) % 7 = 0;
-`
+// docsScale rewrites the sizes of examples/shop/schema.sql's data (10,000
+// customers) for n customers, keeping its ratios: 0.8 addresses and 3
+// orders per customer, 1–4 lines per order, 500 products, 5 tags. Each
+// size must appear exactly as expected, so that a change to the example
+// fails here rather than seeding something else.
+var docsScale = []struct{ old, new string }{
+	{"generate_series(1, 8000)", "generate_series(1, {A})"},
+	{"1 + g % 8000", "1 + g % {A}"},
+	{"generate_series(1, 10000)", "generate_series(1, {N})"},
+	{"1 + g % 10000", "1 + g % {N}"},
+	{"generate_series(1, 30000)", "generate_series(1, {O})"},
+}
 
 // docsTables are the demo's tables, all published (the mapping uses each).
 var docsTables = []string{"addresses", "customers", "products", "orders", "order_lines", "tags", "customer_tags"}
 
+// docsSeed creates the demo schema (the DDL of examples/shop/schema.sql),
+// fills it for n customers, vacuums, analyzes and checkpoints, and returns
+// the number of rows in the published tables.
 // docsRepoFile reads a file of the repository, path relative to its root.
 func docsRepoFile(tb testing.TB, path string) string {
 	tb.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", path))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), path))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return string(b)
 }
 
-// docsSeed creates the demo schema (the DDL of examples/shop/schema.sql),
-// fills it for n customers, vacuums, analyzes and checkpoints, and returns
-// the number of rows in the published tables.
 func docsSeed(tb testing.TB, pg *testenv.PG, n int) int64 {
 	tb.Helper()
 	schema := docsRepoFile(tb, "examples/shop/schema.sql")
-	ddl, _, ok := strings.Cut(schema, "\nINSERT INTO")
-	if !ok {
-		tb.Fatal("examples/shop/schema.sql: no INSERT after the DDL")
+	for _, r := range docsScale {
+		if strings.Count(schema, r.old) != 1 {
+			tb.Fatalf("examples/shop/schema.sql: want %q once to scale the demo, found it %d times", r.old, strings.Count(schema, r.old))
+		}
+		schema = strings.Replace(schema, r.old, r.new, 1)
 	}
 	started := time.Now()
-	pg.Exec(tb, ddl)
-	pg.Exec(tb, strings.NewReplacer("{N}", strconv.Itoa(n), "{A}", strconv.Itoa(max(1, n*8/10)), "{O}", strconv.Itoa(3*n)).Replace(docsDataSQL))
+	pg.Exec(tb, strings.NewReplacer("{N}", strconv.Itoa(n), "{A}", strconv.Itoa(max(1, n*8/10)), "{O}", strconv.Itoa(3*n)).Replace(schema))
 	// Vacuumed and checkpointed now, so that autovacuum and the
 	// checkpointer do not work on the new rows during a timed run.
 	pg.Exec(tb, "VACUUM ANALYZE")

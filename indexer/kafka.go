@@ -179,7 +179,11 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 			return err
 		}
 		// checkDocument has checked the id and the document.
-		value := d.AppendEncoded(make([]byte, 0, len(d.Doc)+len(d.ID)+len(d.Aggregate)+96))
+		value, err := d.AppendEncoded(make([]byte, 0, len(d.Doc)+len(d.ID)+len(d.Aggregate)+96))
+		if err != nil {
+			dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Topic: topic, Reason: err.Error()})
+			continue
+		}
 		headers := []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(d.Version))}}
 		recs = append(recs, &kgo.Record{Topic: topic, Key: d.ID, Value: value, Headers: headers})
 		owner = append(owner, i)

@@ -164,7 +164,7 @@ func (m *Mapper) session(ctx context.Context) error {
 // acknowledged every one of them, with their number.
 func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (int64, error) {
 	changes := make([]*wire.Change, 0, len(recs))
-	skipped := 0
+	skipped := map[mappings.TableName]int{}
 	for _, r := range recs {
 		if r.Value == nil {
 			continue // tombstone after a delete
@@ -174,8 +174,7 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 			// being rebuilt whole: nothing to resolve, so nothing to
 			// decode (decoding 1.3 M snapshot rows was half the CPU of
 			// an initial load).
-			skipped++
-			m.met.changes.WithLabelValues(table.String()).Inc()
+			skipped[table]++
 			continue
 		}
 		ch := new(wire.Change)
@@ -191,7 +190,12 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 	if err != nil {
 		return 0, err
 	}
-	m.met.skipped.Add(float64(p.skipped + skipped))
+	nskipped := 0
+	for t, n := range skipped { // counted per batch: this runs for every snapshot row
+		m.met.changes.WithLabelValues(t.String()).Add(float64(n))
+		nskipped += n
+	}
+	m.met.skipped.Add(float64(p.skipped + nskipped))
 	out := &refWriter{cl: cl, prefix: m.cfg.TopicPrefix, seen: map[string]struct{}{}, met: m.met}
 	m.deadLetterNoBefore(ctx, cl, p.noBefore, &out.acks)
 	for _, kr := range p.direct.refs {

@@ -102,8 +102,8 @@ func TestAppendEncodedMatchesEncode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := docs[i].AppendEncoded([]byte("prefix")); string(got) != "prefix"+string(want) {
-			t.Errorf("document %d:\nAppendEncoded %s\nEncode        %s", i, got[len("prefix"):], want)
+		if got, err := docs[i].AppendEncoded([]byte("prefix")); err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("document %d (err %v):\nAppendEncoded %s\nEncode        %s", i, err, got, want)
 		}
 	}
 }

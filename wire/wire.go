@@ -102,17 +102,14 @@ func (d *Document) Encode() ([]byte, error) {
 
 // AppendEncoded appends to dst what Encode returns, without checking that
 // ID and Doc are valid JSON: the caller has (the sinks check every document
-// before they write it). It writes the envelope by hand and compacts ID
+// before they write it); only names that need escaping take Encode's
+// path, whose error it returns. It writes the envelope by hand and compacts ID
 // and Doc in one pass; encoding/json re-validated every document, a tenth
-// of decant's CPU during an initial load. Names that need escaping take
-// Encode's path.
-func (d *Document) AppendEncoded(dst []byte) []byte {
+// of decant's CPU during an initial load.
+func (d *Document) AppendEncoded(dst []byte) ([]byte, error) {
 	if !plainJSONString(d.Aggregate) || !plainJSONString(d.LSN) {
 		b, err := d.Encode()
-		if err != nil {
-			panic(fmt.Sprintf("wire: AppendEncoded of an unchecked document: %v", err))
-		}
-		return append(dst, b...)
+		return append(dst, b...), err
 	}
 	dst = append(dst, `{"aggregate":"`...)
 	dst = append(dst, d.Aggregate...)
@@ -127,11 +124,11 @@ func (d *Document) AppendEncoded(dst []byte) []byte {
 		dst = append(dst, d.LSN...)
 	}
 	if d.Deleted {
-		return append(dst, `","deleted":true,"doc":null}`...)
+		return append(dst, `","deleted":true,"doc":null}`...), nil
 	}
 	dst = append(dst, `","deleted":false,"doc":`...)
 	dst = AppendCompact(dst, d.Doc)
-	return append(dst, '}')
+	return append(dst, '}'), nil
 }
 
 // plainJSONString says whether s is written as is between quotes by
