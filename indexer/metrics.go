@@ -1,10 +1,11 @@
 package indexer
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/decant-cdc/decant/internal/metric"
 )
 
 // Sink names used as the sink label and in dead letters.
@@ -25,39 +26,13 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		docs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_indexer_docs_total",
-			Help: "Documents a sink accepted (written or deleted), by sink, aggregate and op."}, []string{"sink", "aggregate", "op"}),
-		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_indexer_conflicts_total",
-			Help: "Documents skipped because the sink already held the same or a newer version (Elasticsearch 409, Kafka version guard). Counted as success."}, []string{"sink", "aggregate"}),
-		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_indexer_dlq_total",
-			Help: "Documents a sink refused for good, written to the dead-letter topic instead."}, []string{"sink", "aggregate"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_indexer_retries_total",
-			Help: "Retry rounds after retriable errors (429, 5xx, blocked index, connection loss)."}, []string{"sink"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "decant_indexer_write_seconds",
-			Help: "Duration of one Write call, until every document is acknowledged.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"sink"}),
+	return &metrics{
+		docs:      metric.Register(reg, metric.CounterVec("decant_indexer_docs_total", "Documents a sink accepted (written or deleted), by sink, aggregate and op.", "sink", "aggregate", "op")),
+		conflicts: metric.Register(reg, metric.CounterVec("decant_indexer_conflicts_total", "Documents skipped because the sink already held the same or a newer version (Elasticsearch 409, Kafka version guard). Counted as success.", "sink", "aggregate")),
+		dlq:       metric.Register(reg, metric.CounterVec("decant_indexer_dlq_total", "Documents a sink refused for good, written to the dead-letter topic instead.", "sink", "aggregate")),
+		retries:   metric.Register(reg, metric.CounterVec("decant_indexer_retries_total", "Retry rounds after retriable errors (429, 5xx, blocked index, connection loss).", "sink")),
+		latency:   metric.Register(reg, metric.SecondsVec("decant_indexer_write_seconds", "Duration of one Write call, until every document is acknowledged.", 16, "sink")),
 	}
-	if reg != nil {
-		m.docs = register(reg, m.docs)
-		m.conflicts = register(reg, m.conflicts)
-		m.dlq = register(reg, m.dlq)
-		m.retries = register(reg, m.retries)
-		m.latency = register(reg, m.latency)
-	}
-	return m
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // Stats are a sink's counters since it was created, for tests, benchmarks

@@ -1,9 +1,9 @@
 package resolver
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/decant-cdc/decant/internal/metric"
 )
 
 // Metrics have bounded labels: aggregate and table names, never ids.
@@ -20,20 +20,13 @@ type mapMetrics struct {
 
 func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
 	return &mapMetrics{
-		changes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_map_changes_total",
-			Help: "Raw change events the map stage resolved, by table."}, []string{"table"})),
-		skipped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_resolver_map_unchanged_total",
-			Help: "Route applications skipped because an update changed no watched column."})),
-		refs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_map_refs_total",
-			Help: "Refs produced (after coalescing within a batch), by aggregate."}, []string{"aggregate"})),
-		lookups: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "decant_resolver_map_lookup_seconds",
-			Help: "Duration of one batched lookup query, rows streamed included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})),
-		batches: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "decant_resolver_map_batch_seconds",
-			Help: "Duration of one polled batch, from poll to commit.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})),
-		bad: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_resolver_map_undecodable_total",
-			Help: "Raw records that are not change events (logged and skipped)."})),
-		dlq: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_map_dlq_total",
-			Help: "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table."}, []string{"table"})),
+		changes: metric.Register(reg, metric.CounterVec("decant_resolver_map_changes_total", "Raw change events the map stage resolved, by table.", "table")),
+		skipped: metric.Register(reg, metric.Counter("decant_resolver_map_unchanged_total", "Route applications skipped because an update changed no watched column.")),
+		refs:    metric.Register(reg, metric.CounterVec("decant_resolver_map_refs_total", "Refs produced (after coalescing within a batch), by aggregate.", "aggregate")),
+		lookups: metric.Register(reg, metric.Seconds("decant_resolver_map_lookup_seconds", "Duration of one batched lookup query, rows streamed included.", 16)),
+		batches: metric.Register(reg, metric.Seconds("decant_resolver_map_batch_seconds", "Duration of one polled batch, from poll to commit.", 16)),
+		bad:     metric.Register(reg, metric.Counter("decant_resolver_map_undecodable_total", "Raw records that are not change events (logged and skipped).")),
+		dlq:     metric.Register(reg, metric.CounterVec("decant_resolver_map_dlq_total", "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table.", "table")),
 	}
 }
 
@@ -47,33 +40,10 @@ type buildMetrics struct {
 
 func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
 	return &buildMetrics{
-		docs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_build_documents_total",
-			Help: "Documents built and accepted by the sinks, by aggregate and result (built, deleted)."}, []string{"aggregate", "result"})),
-		refs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_resolver_build_refs_total",
-			Help: "Refs consumed (before coalescing), by aggregate."}, []string{"aggregate"})),
-		statements: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "decant_resolver_build_statement_seconds",
-			Help: "Duration of one build statement (a chunk of ids).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})),
-		writes: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "decant_resolver_build_sink_seconds",
-			Help: "Duration of one Sink.Write.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})),
-		invisible: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_resolver_build_not_visible_total",
-			Help: "Batches retried because their transactions were not visible in time."})),
+		docs:       metric.Register(reg, metric.CounterVec("decant_resolver_build_documents_total", "Documents built and accepted by the sinks, by aggregate and result (built, deleted).", "aggregate", "result")),
+		refs:       metric.Register(reg, metric.CounterVec("decant_resolver_build_refs_total", "Refs consumed (before coalescing), by aggregate.", "aggregate")),
+		statements: metric.Register(reg, metric.Seconds("decant_resolver_build_statement_seconds", "Duration of one build statement (a chunk of ids).", 16)),
+		writes:     metric.Register(reg, metric.Seconds("decant_resolver_build_sink_seconds", "Duration of one Sink.Write.", 16)),
+		invisible:  metric.Register(reg, metric.Counter("decant_resolver_build_not_visible_total", "Batches retried because their transactions were not visible in time.")),
 	}
-}
-
-// register registers c, or returns the collector already registered under
-// its name (several stages of one kind in one process share metrics).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -1,6 +1,10 @@
 package streamer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/decant-cdc/decant/internal/metric"
+)
 
 // metrics of the streamer; labels are bounded (table names, never keys).
 type metrics struct {
@@ -17,24 +21,15 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decant_streamer_rows_total",
-			Help: "Row change events written to raw topics, by table and op."}, []string{"table", "op"}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_bytes_total",
-			Help: "Bytes of raw change events written (keys and values)."}),
-		slotLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "decant_streamer_slot_lag_bytes",
-			Help: "pg_current_wal_lsn() minus the slot's confirmed_flush_lsn."}),
-		lastCommit: prometheus.NewGauge(prometheus.GaugeOpts{Name: "decant_streamer_last_commit_timestamp_seconds",
-			Help: "Commit time of the last transaction seen (unix seconds)."}),
-		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "decant_streamer_produce_latency_seconds",
-			Help: "Time from handing a record to the producer to Kafka's acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
-		confirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "decant_streamer_confirmed_lsn",
-			Help: "LSN (as a number) confirmed to the slot: every change before it is in Kafka."}),
-		snapshotRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_snapshot_rows_total",
-			Help: "Rows read by initial snapshots."}),
-		dlq: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_dlq_total",
-			Help: "Raw events Kafka refused (for example too large), written to the dead-letter topic instead."}),
-		streamedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "decant_streamer_spooled_transactions_total",
-			Help: "Transactions PostgreSQL streamed before their commit (larger than logical_decoding_work_mem), spooled to a temporary file."}),
+		rows:           metric.CounterVec("decant_streamer_rows_total", "Row change events written to raw topics, by table and op.", "table", "op"),
+		bytes:          metric.Counter("decant_streamer_bytes_total", "Bytes of raw change events written (keys and values)."),
+		slotLag:        metric.Gauge("decant_streamer_slot_lag_bytes", "pg_current_wal_lsn() minus the slot's confirmed_flush_lsn."),
+		lastCommit:     metric.Gauge("decant_streamer_last_commit_timestamp_seconds", "Commit time of the last transaction seen (unix seconds)."),
+		produceLatency: metric.Seconds("decant_streamer_produce_latency_seconds", "Time from handing a record to the producer to Kafka's acknowledgement.", 14),
+		confirmedLSN:   metric.Gauge("decant_streamer_confirmed_lsn", "LSN (as a number) confirmed to the slot: every change before it is in Kafka."),
+		snapshotRows:   metric.Counter("decant_streamer_snapshot_rows_total", "Rows read by initial snapshots."),
+		dlq:            metric.Counter("decant_streamer_dlq_total", "Raw events Kafka refused (for example too large), written to the dead-letter topic instead."),
+		streamedTxns:   metric.Counter("decant_streamer_spooled_transactions_total", "Transactions PostgreSQL streamed before their commit (larger than logical_decoding_work_mem), spooled to a temporary file."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.rows, m.bytes, m.slotLag, m.lastCommit, m.produceLatency, m.confirmedLSN, m.snapshotRows, m.dlq, m.streamedTxns)
