@@ -7,25 +7,32 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runBuild = register(command{name: "build", summary: "run the build stage: refs → documents → aggregate topics and Elasticsearch", flags: noFlags(buildStage)})
+var runBuild = register(command{name: "build", summary: "run the build stage: refs → documents → aggregate topics and Elasticsearch",
+	flags: noFlags(stageCommand("build", "build stage stopped", newBuildStage))})
 
-func buildStage(ctx context.Context, c *call) int {
-	st, err := c.openStack(ctx)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer st.close()
+// newBuildStage opens the sinks and the builder that writes to them.
+func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 	sink, closeSinks, err := newSinks(ctx, st)
 	if err != nil {
-		return c.fail(1, err)
+		return nil, 1, err
 	}
-	defer closeSinks()
 	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {
-		return c.fail(1, err)
+		closeSinks()
+		return nil, 1, err
 	}
-	defer b.Close()
-	return st.runStage(ctx, "build", "build stage stopped", b.Run)
+	return buildStage{b, closeSinks}, 0, nil
+}
+
+// buildStage is the builder and the sinks it writes to, closed after it.
+type buildStage struct {
+	*resolver.Builder
+	closeSinks func()
+}
+
+func (b buildStage) Close() {
+	b.Builder.Close()
+	b.closeSinks()
 }
 
 // newSinks creates the sinks the config asks for (indexer.OpenSinks) as

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"os"
 
 	"github.com/decant-cdc/decant/config"
@@ -10,21 +9,22 @@ import (
 )
 
 var runCheck = register(command{name: "check", summary: "check config and mappings against the live database",
-	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		asJSON := fs.Bool("json", false, "print the report as JSON")
-		return func(ctx context.Context, c *call) int {
-			report := mappings.NewReport(check(ctx, c.configPath))
-			if *asJSON {
-				writeJSON(c.stdout, report)
-			} else {
-				report.WriteText(c.stdout)
-			}
-			if !report.OK {
-				return 1
-			}
-			return 0
-		}
-	}})
+	flags: boolFlag("json", "print the report as JSON", checkReport)})
+
+// checkReport prints the report of check, as JSON or as text, and returns
+// 1 when it found an error.
+func checkReport(ctx context.Context, c *call, asJSON bool) int {
+	report := mappings.NewReport(check(ctx, c.configPath))
+	if asJSON {
+		writeJSON(c.stdout, report)
+	} else {
+		report.WriteText(c.stdout)
+	}
+	if !report.OK {
+		return 1
+	}
+	return 0
+}
 
 // check runs every check it can and returns the problems and the names of
 // the aggregates that bound.

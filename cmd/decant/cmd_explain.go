@@ -2,28 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-
-	"github.com/decant-cdc/decant/config"
 )
 
 var runExplain = register(command{name: "explain", summary: "print the generated SQL of an aggregate (build and routes)",
-	nargs: 1, hint: "name one aggregate, e.g. decant explain customer", flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		index := fs.Bool("index", false, "print the Elasticsearch index settings and mapping")
-		return func(ctx context.Context, c *call) int { return explain(ctx, c, *index) }
-	}})
+	nargs: 1, hint: "name one aggregate, e.g. decant explain customer",
+	flags: boolFlag("index", "print the Elasticsearch index settings and mapping", explain)})
 
 func explain(ctx context.Context, c *call, index bool) int {
-	cfg, err := config.Load(c.configPath, os.Environ())
-	if err != nil {
-		fmt.Fprintln(c.stderr, err)
-		return 1
-	}
-	conn, err := connectPG(ctx, cfg)
-	if err != nil {
-		return c.fail(1, err)
+	cfg, conn, code := c.connect(ctx)
+	if conn == nil {
+		return code
 	}
 	defer conn.Close(context.Background())
 	model, _, err := loadAndBind(ctx, cfg, conn)

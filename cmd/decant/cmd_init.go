@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -28,14 +27,9 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func initMapping(ctx context.Context, c *call, opts mappings.InitOptions, out string) int {
-	cfg, err := config.Load(c.configPath, os.Environ())
-	if err != nil {
-		fmt.Fprintln(c.stderr, err)
-		return 1
-	}
-	conn, err := connectPG(ctx, cfg)
-	if err != nil {
-		return c.fail(1, err)
+	_, conn, code := c.connect(ctx)
+	if conn == nil {
+		return code
 	}
 	defer conn.Close(context.Background())
 	cat, err := mappings.ReadCatalog(ctx, conn)

@@ -7,21 +7,18 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runMap = register(command{name: "map", summary: "run the map stage: raw changes → refs of affected aggregates", flags: noFlags(mapStage)})
+var runMap = register(command{name: "map", summary: "run the map stage: raw changes → refs of affected aggregates",
+	flags: noFlags(stageCommand("map", "map stage stopped", newMapStage))})
 
-func mapStage(ctx context.Context, c *call) int {
-	st, err := c.openStack(ctx)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer st.close()
+// newMapStage refuses mappings whose tables lack the before images the
+// map stage needs (exit code 2), then opens the mapper.
+func newMapStage(_ context.Context, st *stack) (stage, int, error) {
 	if err := mappings.RequireBeforeImages(st.model, st.cat); err != nil {
-		return c.fail(2, err)
+		return nil, 2, err
 	}
 	m, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
-		return c.fail(1, err)
+		return nil, 1, err
 	}
-	defer m.Close()
-	return st.runStage(ctx, "map", "map stage stopped", m.Run)
+	return m, 0, nil
 }

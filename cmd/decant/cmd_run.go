@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,12 +19,9 @@ import (
 )
 
 var runRun = register(command{name: "run", summary: "run every stage (stream, map, build, index) in one process",
-	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		noBackfill := fs.Bool("no-backfill", false, "do not build every document of an aggregate that has none yet")
-		return func(ctx context.Context, c *call) int { return runAll(ctx, c, !*noBackfill) }
-	}})
+	flags: boolFlag("no-backfill", "do not build every document of an aggregate that has none yet", runAll)})
 
-func runAll(ctx context.Context, c *call, backfill bool) int {
+func runAll(ctx context.Context, c *call, noBackfill bool) int {
 	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {
 		return c.fail(2, err)
@@ -35,7 +31,7 @@ func runAll(ctx context.Context, c *call, backfill bool) int {
 		return c.fail(2, fmt.Errorf("%w\nnothing was created; fix the above and start again (decant check helps)", err))
 	}
 	defer p.close()
-	if err := p.run(ctx, backfill); err != nil {
+	if err := p.run(ctx, !noBackfill); err != nil {
 		p.log.Error("decant run stopped", "err", err)
 		return 1
 	}

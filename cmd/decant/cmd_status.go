@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 
 	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/watermark"
 )
 
 var runStatus = register(command{name: "status", summary: "show slot lag, stage lag, watermarks, DLQ counts and documents",
-	nargs: -1, flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		asJSON := fs.Bool("json", false, "print JSON for scripts")
-		return func(ctx context.Context, c *call) int { return status(ctx, c, *asJSON) }
-	}})
+	nargs: -1, flags: boolFlag("json", "print JSON for scripts", status)})
 
 func status(ctx context.Context, c *call, asJSON bool) int {
 	v, code := c.openOpsView(ctx)

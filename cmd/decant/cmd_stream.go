@@ -6,20 +6,16 @@ import (
 	"github.com/decant-cdc/decant/streamer"
 )
 
-var runStream = register(command{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics", nargs: -1, flags: noFlags(streamStage)})
+var runStream = register(command{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics",
+	nargs: -1, flags: noFlags(stageCommand("stream", "streamer stopped", newStreamStage))})
 
-func streamStage(ctx context.Context, c *call) int {
-	st, err := c.openStack(ctx)
-	if err != nil {
-		return c.fail(1, err)
-	}
-	defer st.close()
+// newStreamStage opens the streamer; a config it refuses is exit code 2.
+func newStreamStage(_ context.Context, st *stack) (stage, int, error) {
 	s, err := streamer.New(st.streamerConfig())
 	if err != nil {
-		return c.fail(2, err)
+		return nil, 2, err
 	}
-	defer s.Close()
-	return st.runStage(ctx, "stream", "streamer stopped", s.Run)
+	return s, 0, nil
 }
 
 // streamerConfig maps decant.yaml onto the streamer. When the publication

@@ -135,6 +135,15 @@ func noFlags(body func(ctx context.Context, c *call) int) func(*flag.FlagSet) fu
 	return func(*flag.FlagSet) func(context.Context, *call) int { return body }
 }
 
+// boolFlag is the flags function of a command whose one flag besides
+// --config is the bool --name (default false); body gets its value.
+func boolFlag(name, usage string, body func(ctx context.Context, c *call, set bool) int) func(*flag.FlagSet) func(context.Context, *call) int {
+	return func(fs *flag.FlagSet) func(context.Context, *call) int {
+		set := fs.Bool(name, false, usage)
+		return func(ctx context.Context, c *call) int { return body(ctx, c, *set) }
+	}
+}
+
 // fail prints "decant <command>: <err>" and returns the exit status code.
 func (c *call) fail(code int, err error) int {
 	fmt.Fprintf(c.stderr, "decant %s: %v\n", c.name, err)

@@ -92,6 +92,32 @@ func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	return t, nil
 }
 
+// stage is what the stream, map and build commands run.
+type stage interface {
+	Run(ctx context.Context) error
+	Close()
+}
+
+// stageCommand is the body of the command that runs one stage: it opens
+// the stack, opens the stage with newStage (on failure it reports the
+// error and returns newStage's exit code) and runs it with runStage,
+// logging stopped if it fails.
+func stageCommand(name, stopped string, newStage func(ctx context.Context, st *stack) (stage, int, error)) func(context.Context, *call) int {
+	return func(ctx context.Context, c *call) int {
+		st, err := c.openStack(ctx)
+		if err != nil {
+			return c.fail(1, err)
+		}
+		defer st.close()
+		s, code, err := newStage(ctx, st)
+		if err != nil {
+			return c.fail(code, err)
+		}
+		defer s.Close()
+		return st.runStage(ctx, name, stopped, s.Run)
+	}
+}
+
 // runStage runs one stage until ctx ends, serving the HTTP port beside it
 // in the background (a failure to listen is logged, not fatal), and
 // returns the exit status: 1 when the stage failed, after logging stopped.
@@ -127,6 +153,22 @@ func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mapp
 		return nil, nil, err
 	}
 	return mappings.LoadAndBind(ctx, conn, paths)
+}
+
+// connect loads the config and connects to PostgreSQL. On failure it
+// reports the error (the config's as it is) and returns exit code 1 and a
+// nil conn.
+func (c *call) connect(ctx context.Context) (*config.Config, *pgx.Conn, int) {
+	cfg, err := config.Load(c.configPath, os.Environ())
+	if err != nil {
+		fmt.Fprintln(c.stderr, err)
+		return nil, nil, 1
+	}
+	conn, err := connectPG(ctx, cfg)
+	if err != nil {
+		return nil, nil, c.fail(1, err)
+	}
+	return cfg, conn, 0
 }
 
 func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
