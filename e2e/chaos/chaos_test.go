@@ -108,7 +108,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	pg.Exec(t, shopSchema)
+	pg.Exec(t, shopSchema(t))
 	pg.Exec(t, fmt.Sprintf(shopSeed, sz.customers))
 
 	logDir, err := os.MkdirTemp("", "decant-chaos-")

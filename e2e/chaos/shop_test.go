@@ -5,69 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
-// shopSchema is examples/shop/schema.sql with the cascades a workload
-// that deletes parents and changes root keys needs.
-const shopSchema = `
-CREATE TABLE addresses (
-  id      serial PRIMARY KEY,
-  street  text NOT NULL,
-  city    text NOT NULL,
-  country char(2) NOT NULL
-);
-CREATE TABLE customers (
-  id         serial PRIMARY KEY,
-  name       text NOT NULL,
-  email      text NOT NULL UNIQUE,
-  address_id int REFERENCES addresses(id) ON DELETE SET NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE products (
-  id    serial PRIMARY KEY,
-  sku   text NOT NULL UNIQUE,
-  title text NOT NULL,
-  price numeric(10,2) NOT NULL
-);
-CREATE TABLE orders (
-  id          serial PRIMARY KEY,
-  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE ON UPDATE CASCADE,
-  total       numeric(12,2) NOT NULL DEFAULT 0,
-  status      text NOT NULL DEFAULT 'placed',
-  placed_at   timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE order_lines (
-  order_id   int NOT NULL REFERENCES orders(id) ON DELETE CASCADE ON UPDATE CASCADE,
-  line_no    int NOT NULL,
-  product_id int NOT NULL REFERENCES products(id) ON DELETE CASCADE,
-  quantity   int NOT NULL,
-  PRIMARY KEY (order_id, line_no)
-);
-CREATE TABLE tags (
-  id   serial PRIMARY KEY,
-  name text NOT NULL UNIQUE
-);
-CREATE TABLE customer_tags (
-  customer_id int NOT NULL REFERENCES customers(id) ON DELETE CASCADE ON UPDATE CASCADE,
-  tag_id      int NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
-  PRIMARY KEY (customer_id, tag_id)
-);
-CREATE INDEX ON customers (address_id);
-CREATE INDEX ON orders (customer_id);
-CREATE INDEX ON order_lines (product_id);
-CREATE INDEX ON customer_tags (tag_id);
-ALTER TABLE orders REPLICA IDENTITY FULL;
-ALTER TABLE order_lines REPLICA IDENTITY FULL;
-ALTER TABLE customer_tags REPLICA IDENTITY FULL;
-ALTER TABLE customers REPLICA IDENTITY FULL;
-`
+// shopCascades are the foreign keys of examples/shop/schema.sql that a
+// workload which deletes parents and changes root keys needs to cascade,
+// with the actions they get.
+var shopCascades = []struct{ table, column, refs, actions string }{
+	{"customers", "address_id", "addresses", "ON DELETE SET NULL"},
+	{"orders", "customer_id", "customers", "ON DELETE CASCADE ON UPDATE CASCADE"},
+	{"order_lines", "order_id", "orders", "ON DELETE CASCADE ON UPDATE CASCADE"},
+	{"order_lines", "product_id", "products", "ON DELETE CASCADE"},
+	{"customer_tags", "customer_id", "customers", "ON DELETE CASCADE ON UPDATE CASCADE"},
+}
+
+// shopSchema is the DDL of examples/shop/schema.sql with shopCascades.
+func shopSchema(tb testing.TB) string {
+	var b strings.Builder
+	b.WriteString(testenv.ShopDDL(tb))
+	for _, c := range shopCascades {
+		fmt.Fprintf(&b, "ALTER TABLE %[1]s DROP CONSTRAINT %[1]s_%[2]s_fkey, ADD FOREIGN KEY (%[2]s) REFERENCES %[3]s(id) %[4]s;\n",
+			c.table, c.column, c.refs, c.actions)
+	}
+	return b.String()
+}
 
 // shopSeed fills the shop; %[1]d is the number of customers.
 const shopSeed = `

@@ -18,6 +18,29 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// RepoFile reads a file of the repository, path relative to its root.
+func RepoFile(tb testing.TB, path string) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), path))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// ShopDDL is the DDL of the demo shop, examples/shop/schema.sql without its
+// data: everything before its first INSERT. Tests that need the shop's
+// tables load it from there rather than keep a copy.
+func ShopDDL(tb testing.TB) string {
+	tb.Helper()
+	schema := RepoFile(tb, "examples/shop/schema.sql")
+	i := strings.Index(schema, "\nINSERT INTO ")
+	if i < 0 {
+		tb.Fatal("examples/shop/schema.sql: no INSERT INTO after the DDL")
+	}
+	return schema[:i+1]
+}
+
 var (
 	buildOnce sync.Once
 	binPath   string
