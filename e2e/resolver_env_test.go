@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -438,23 +436,13 @@ type resChildSpec struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(testenv.ChildEnv); spec != "" {
-		os.Exit(resRunChild(spec))
-	}
+	testenv.RunChild(resRunChild)
 	code := m.Run()
 	testenv.RemoveDecant()
 	os.Exit(code)
 }
 
-func resRunChild(spec string) int {
-	var c resChildSpec
-	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, testenv.ChildEnv+":", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+func resRunChild(ctx context.Context, c resChildSpec, log *slog.Logger) int {
 	if err := resChildStage(ctx, c, log); err != nil {
 		fmt.Fprintf(os.Stderr, "%s stage: %v\n", c.Stage, err)
 		return 1

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,28 +25,18 @@ type childConfig struct {
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(testenv.ChildEnv); spec != "" {
-		os.Exit(runChild(spec))
-	}
+	testenv.RunChild(runChild)
 	os.Exit(m.Run())
 }
 
-func runChild(spec string) int {
-	var c childConfig
-	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
+func runChild(ctx context.Context, c childConfig, log *slog.Logger) int {
 	s, err := New(Config{DSN: c.DSN, Publication: "decant", CreatePublication: true, Slot: c.Slot, TopicPrefix: c.Prefix,
 		Partitions: c.Partitions, Kafka: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, StatusInterval: 200 * time.Millisecond,
-		HeartbeatInterval: c.Heartbeat, TakeoverPoll: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		HeartbeatInterval: c.Heartbeat, TakeoverPoll: 300 * time.Millisecond, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	if err := s.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "streamer:", err)
 		return 1

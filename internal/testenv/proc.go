@@ -1,9 +1,13 @@
 package testenv
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +69,27 @@ func StartChild(tb testing.TB, name, logPath, spec string) (*Proc, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), ChildEnv+"="+spec)
 	return Launch(tb, name, logPath, cmd)
+}
+
+// RunChild is the child side of StartChild, called first in TestMain.
+// When ChildEnv is set it decodes its spec into an S, runs run with a
+// context that ends on SIGTERM or an interrupt and an info-level logger
+// on stderr, and exits the process with the status run returns (2 when
+// the spec does not decode). When ChildEnv is not set it returns.
+func RunChild[S any](run func(ctx context.Context, spec S, log *slog.Logger) int) {
+	raw := os.Getenv(ChildEnv)
+	if raw == "" {
+		return
+	}
+	var spec S
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, ChildEnv+":", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, spec, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	stop()
+	os.Exit(code)
 }
 
 // Pid is the process id.
