@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/decant-cdc/decant/internal/testenv"
 )
 
@@ -67,18 +69,26 @@ func rootIDs(t *testing.T, pg *testenv.PG, a *Aggregate, missing []json.RawMessa
 	return append(ids, missing)
 }
 
+// runQuery runs a generated query with keys as its arguments; what names
+// it when it fails.
+func runQuery(t *testing.T, pg *testenv.PG, q *Query, keys [][]json.RawMessage, what string) pgx.Rows {
+	t.Helper()
+	args, err := q.Args(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pg.Pool.Query(context.Background(), q.SQL, args...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, q.SQL)
+	}
+	return rows
+}
+
 // build runs a's build statement and returns docs keyed by the id as a
 // JSON array, decoded with exact numbers.
 func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]any {
 	t.Helper()
-	args, err := a.Build.Args(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pg.Pool.Query(context.Background(), a.Build.SQL, args...)
-	if err != nil {
-		t.Fatalf("build %s: %v\n%s", a.Name, err, a.Build.SQL)
-	}
+	rows := runQuery(t, pg, a.Build, ids, "build "+a.Name)
 	defer rows.Close()
 	docs := map[string]any{}
 	for rows.Next() {
@@ -163,14 +173,7 @@ func lookupIDs(t *testing.T, pg *testenv.PG, r *Route, keys ...[]json.RawMessage
 		sort.Strings(out)
 		return out
 	}
-	args, err := r.Lookup.Args(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := pg.Pool.Query(context.Background(), r.Lookup.SQL, args...)
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", r.Path, err, r.Lookup.SQL)
-	}
+	rows := runQuery(t, pg, r.Lookup, keys, r.Path)
 	defer rows.Close()
 	for rows.Next() {
 		var key []string
