@@ -3,6 +3,7 @@ package mappings
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -142,7 +143,7 @@ func (t *Table) foreignKeyTo(cols []string, ref TableName) []string {
 		}
 		out := make([]string, len(cols))
 		for i, c := range cols {
-			out[i] = fk.RefColumns[indexOf(fk.Columns, c)]
+			out[i] = fk.RefColumns[slices.Index(fk.Columns, c)]
 		}
 		return out
 	}
@@ -154,20 +155,11 @@ func sameSet(a, b []string) bool {
 		return false
 	}
 	for _, x := range a {
-		if !contains(b, x) {
+		if !slices.Contains(b, x) {
 			return false
 		}
 	}
 	return true
-}
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // Querier runs a query. *pgx.Conn, *pgxpool.Pool and pgx.Tx satisfy it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,7 +162,7 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 	} else {
 		var missing []string
 		for _, a := range []string{"insert", "update", "delete", "truncate"} {
-			if !contains(env.PublicationActions, a) {
+			if !slices.Contains(env.PublicationActions, a) {
 				missing = append(missing, a)
 			}
 		}
@@ -218,7 +219,7 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 func beforeImageLacks(model *Model, tn TableName, t *Table) (need, lacking []string) {
 	need = model.NeedsBeforeImage(tn)
 	for _, c := range need {
-		if !contains(t.IdentityColumns, c) {
+		if !slices.Contains(t.IdentityColumns, c) {
 			lacking = append(lacking, c)
 		}
 	}

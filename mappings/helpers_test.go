@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,7 +127,7 @@ func testCatalog(t testing.TB, spec string) *Catalog {
 			}
 		}
 		for _, c := range tb.Columns {
-			if contains(tb.PrimaryKey, c.Name) {
+			if slices.Contains(tb.PrimaryKey, c.Name) {
 				c.NotNull = true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -198,7 +199,7 @@ func (g *initGen) relations(t *Table, via *ForeignKey, path []TableName, depth i
 			}
 			comment := fmt.Sprintf("%s: %s.%s → %s", kind, c.Name.Name, strings.Join(fk.Columns, ", "), t.Name)
 			switch {
-			case containsTable(path, c.Name):
+			case slices.Contains(path, c.Name):
 				comment += "\n(not nested further: " + c.Name.String() + " is already above)"
 			case depth+1 >= g.opts.Depth:
 				comment += fmt.Sprintf("\n(nesting stops at depth %d; add relations here if you need them)", g.opts.Depth)
@@ -279,15 +280,6 @@ func countFKs(t *Table, ref TableName) int {
 		}
 	}
 	return n
-}
-
-func containsTable(list []TableName, t TableName) bool {
-	for _, x := range list {
-		if x == t {
-			return true
-		}
-	}
-	return false
 }
 
 // stem is a foreign key's name without its _id suffix: product_id → product.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -316,7 +317,7 @@ func (l *loader) mapping(n *yaml.Node, p pos, keys []string, f func(key string, 
 			continue
 		}
 		seen[key] = true
-		if keys != nil && !contains(keys, key) {
+		if keys != nil && !slices.Contains(keys, key) {
 			l.add(kp.errorf("unknown key %q%s", key, suggest(key, keys)))
 			continue
 		}
@@ -400,7 +401,7 @@ func (l *loader) names(n *yaml.Node, p pos) ([]string, []pos, bool) {
 			continue
 		}
 		item = l.deref(item)
-		if contains(out, s) {
+		if slices.Contains(out, s) {
 			l.add(l.at(item, ip.Path).errorf("column %q is listed twice", s))
 			ok = false
 			continue
@@ -688,7 +689,7 @@ func (l *loader) finishRel(r *relSpec, root bool) {
 		r.schema, r.table = splitTable(r.schema, r.table)
 	}
 	for _, c := range r.renameKeys {
-		if r.columnsSet && !contains(r.columns, c) {
+		if r.columnsSet && !slices.Contains(r.columns, c) {
 			l.add(r.renameAt[c].errorf("rename of %q, which is not in columns%s", c, suggest(c, r.columns)))
 		}
 	}
@@ -735,13 +736,4 @@ func (l *loader) finishRel(r *relSpec, root bool) {
 			l.add(r.valueAt.errorf("value gives scalars, so rename has no effect; remove it"))
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

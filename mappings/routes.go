@@ -2,6 +2,7 @@ package mappings
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -111,7 +112,7 @@ func lookup(a *Aggregate, chain []*Node, m2m *Node, condCols, condTypes, from []
 	if m2m == nil && len(chain) == 1 && sameSet(condCols, a.ID) {
 		direct := make([]string, len(a.ID))
 		for i, id := range a.ID {
-			direct[i] = from[indexOf(condCols, id)]
+			direct[i] = from[slices.Index(condCols, id)]
 		}
 		return direct, nil
 	}
