@@ -22,8 +22,10 @@ PID_DIR="$DECANT_INFRA_DIR/pids"
 DATA_DIR="$DECANT_INFRA_DIR/data"
 mkdir -p "$LOG_DIR" "$PID_DIR" "$DATA_DIR" "$DECANT_CACHE_DIR"
 
-log() { printf '[infra] %s\n' "$*" >&2; }
-die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
+# Log lines name the folder of the running script: [infra] or [peers].
+LOG_TAG="$(basename "$(cd "$(dirname "$0")" && pwd)")"
+log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2; exit 1; }
 
 # pid_alive FILE: true when FILE names a running process.
 pid_alive() {
@@ -60,3 +62,23 @@ stop_pidfile() {
 
 # port_free PORT: true when nothing listens on 127.0.0.1:PORT.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# mvn_libs POM LIBS MVNLOG JAR WHAT NOJAR: resolve POM's runtime dependencies
+# with Maven into LIBS. Into a fresh directory, then swapped in:
+# copy-dependencies never deletes, so reusing LIBS after a version bump would
+# leave two versions on the classpath. The result must hold a jar matching
+# the glob JAR; WHAT (what could not be resolved) and NOJAR (the jar that is
+# missing) name them in the errors.
+mvn_libs() {
+  local pom="$1" libs="$2" mvnlog="$3" jar="$4" what="$5" nojar="$6" tmp="$2.tmp.$$"
+  rm -rf "$tmp"; mkdir -p "$(dirname "$libs")"
+  if ! mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$tmp" >"$mvnlog" 2>&1; then
+    tail -n 30 "$mvnlog" >&2 || true
+    rm -rf "$tmp"
+    die "Maven could not resolve $what; see $mvnlog"
+  fi
+  compgen -G "$tmp/$jar" >/dev/null || { rm -rf "$tmp"; die "Maven produced no $nojar; see $mvnlog"; }
+  rm -rf "$libs"
+  mv "$tmp" "$libs"
+}

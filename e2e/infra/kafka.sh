@@ -94,19 +94,8 @@ resolve_jars() {
   fi
   command -v mvn >/dev/null 2>&1 || die "mvn not found: Maven is needed to fetch the Kafka jars"
   log "resolving Kafka jars with Maven (first run downloads ~55 MB; log: $KAFKA_MVN_LOG)"
-  local t0=$SECONDS tmp="$KAFKA_CACHE/libs.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$KAFKA_CACHE"
-  # Into a fresh directory, then swapped in: copy-dependencies never deletes,
-  # so reusing libs/ after a version bump would leave two kafka versions on the classpath.
-  if ! mvn -q -B -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$tmp" >"$KAFKA_MVN_LOG" 2>&1; then
-    tail -n 30 "$KAFKA_MVN_LOG" >&2 || true
-    rm -rf "$tmp"
-    die "Maven could not resolve the Kafka jars from $KAFKA_POM; see $KAFKA_MVN_LOG"
-  fi
-  compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || { rm -rf "$tmp"; die "Maven produced no kafka_2.13 jar; see $KAFKA_MVN_LOG"; }
-  rm -rf "$KAFKA_LIBS"
-  mv "$tmp" "$KAFKA_LIBS"
+  local t0=$SECONDS
+  mvn_libs "$KAFKA_POM" "$KAFKA_LIBS" "$KAFKA_MVN_LOG" 'kafka_2.13-*.jar' "the Kafka jars from $KAFKA_POM" "kafka_2.13 jar"
   printf '%s\n' "$sum" >"$KAFKA_MARKER"
   log "Kafka jars ready in $((SECONDS - t0))s: $(ls "$KAFKA_LIBS" | grep -o '^kafka_2.13-.*\.jar')"
 }

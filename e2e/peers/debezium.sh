@@ -12,8 +12,6 @@
 #
 # The JVM options are those of Kafka's own connect-standalone.sh.
 source "$(dirname "$0")/../infra/common.sh"
-log() { printf '[peers] %s\n' "$*" >&2; }
-die() { printf '[peers] ERROR: %s\n' "$*" >&2; exit 1; }
 
 PEERS_SRC="$REPO_ROOT/e2e/peers"
 DBZ_POM="$PEERS_SRC/debezium/pom.xml"
@@ -31,20 +29,10 @@ install() {
     return 0
   fi
   command -v mvn >/dev/null 2>&1 || die "mvn not found: Maven is needed to fetch Kafka Connect and Debezium"
-  local mvnlog="$DBZ_CACHE/mvn.log" tmp="$DBZ_CACHE/libs.tmp.$$" t0=$SECONDS
-  mkdir -p "$DBZ_CACHE"; rm -rf "$tmp"
+  local mvnlog="$DBZ_CACHE/mvn.log" t0=$SECONDS
+  mkdir -p "$DBZ_CACHE"
   log "resolving Kafka Connect + Debezium jars with Maven (log: $mvnlog)"
-  # Into a fresh directory, then swapped in: copy-dependencies never deletes,
-  # so a version bump would otherwise leave two versions on the classpath.
-  if ! mvn -q -B -Dstyle.color=never -f "$DBZ_POM" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$tmp" >"$mvnlog" 2>&1; then
-    tail -n 30 "$mvnlog" >&2 || true
-    rm -rf "$tmp"
-    die "Maven could not resolve $DBZ_POM; see $mvnlog"
-  fi
-  compgen -G "$tmp/debezium-connector-postgres-*.jar" >/dev/null || { rm -rf "$tmp"; die "Maven produced no Debezium connector jar; see $mvnlog"; }
-  rm -rf "$DBZ_LIBS"
-  mv "$tmp" "$DBZ_LIBS"
+  mvn_libs "$DBZ_POM" "$DBZ_LIBS" "$mvnlog" 'debezium-connector-postgres-*.jar' "$DBZ_POM" "Debezium connector jar"
   printf '%s\n' "$sum" >"$DBZ_MARKER"
   log "Debezium ready in $((SECONDS - t0))s: $(cd "$DBZ_LIBS" && ls debezium-connector-postgres-*.jar connect-runtime-*.jar | tr '\n' ' ')"
 }

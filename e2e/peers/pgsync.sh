@@ -13,8 +13,6 @@
 #       Settings come from the environment (PG_*, ELASTICSEARCH_*, REDIS_*,
 #       CHECKPOINT_PATH), as pgsync documents.
 source "$(dirname "$0")/../infra/common.sh"
-log() { printf '[peers] %s\n' "$*" >&2; }
-die() { printf '[peers] ERROR: %s\n' "$*" >&2; exit 1; }
 
 PEERS_SRC="$REPO_ROOT/e2e/peers"
 REQS="$PEERS_SRC/pgsync/requirements.txt"
