@@ -19,7 +19,8 @@ import (
 // resShopSchema has 8 tables: a root with many-to-one (address), one-to-one
 // (profile), one-to-many over three levels (orders → lines → product) and
 // many-to-many (tags through customer_tags); products are the root of a
-// second aggregate that walks the same links the other way.
+// second aggregate that walks the same links the other way. Every table
+// has REPLICA IDENTITY FULL.
 const resShopSchema = `
 CREATE TABLE addresses (id int PRIMARY KEY, city text NOT NULL);
 CREATE TABLE products (id int PRIMARY KEY, sku text NOT NULL, title text, price numeric(10,2));
@@ -38,15 +39,7 @@ CREATE INDEX ON orders (customer_id);
 CREATE INDEX ON order_lines (order_id);
 CREATE INDEX ON order_lines (product_id);
 CREATE INDEX ON customer_tags (tag_id);
-ALTER TABLE addresses REPLICA IDENTITY FULL;
-ALTER TABLE products REPLICA IDENTITY FULL;
-ALTER TABLE tags REPLICA IDENTITY FULL;
-ALTER TABLE customers REPLICA IDENTITY FULL;
-ALTER TABLE profiles REPLICA IDENTITY FULL;
-ALTER TABLE orders REPLICA IDENTITY FULL;
-ALTER TABLE order_lines REPLICA IDENTITY FULL;
-ALTER TABLE customer_tags REPLICA IDENTITY FULL;
-`
+` + testenv.AllReplicaIdentityFull
 
 const resShopMapping = `version: 1
 aggregates:

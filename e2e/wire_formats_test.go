@@ -22,9 +22,7 @@ import (
 const wireSchema = `
 CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text, meta jsonb, note text);
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, total numeric(12,2));
-ALTER TABLE customers REPLICA IDENTITY FULL;
-ALTER TABLE orders REPLICA IDENTITY FULL;
-`
+` + testenv.AllReplicaIdentityFull
 
 const wireMapping = `version: 1
 aggregates:

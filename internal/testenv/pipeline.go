@@ -9,6 +9,20 @@ import (
 	"time"
 )
 
+// AllReplicaIdentityFull sets REPLICA IDENTITY FULL on every table of the
+// public schema, for test schemas whose every table a mapping links (the
+// map stage needs link columns in the before image). Run it after the
+// CREATE TABLEs.
+const AllReplicaIdentityFull = `
+DO $$
+DECLARE t regclass;
+BEGIN
+  FOR t IN SELECT oid::regclass FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' LOOP
+    EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', t);
+  END LOOP;
+END $$;
+`
+
 // ItemsSchema is the schema of the small whole-pipeline tests: categories
 // and their items (through items.category_id, with REPLICA IDENTITY FULL
 // as a one-to-many relation needs), and two categories. items.blob is
