@@ -46,6 +46,11 @@ type ESSinkConfig struct {
 	// 5 MiB: Elasticsearch indexed 650 kB requests at half the rate of 5 MB ones.
 	BulkActions int
 	BulkBytes   int
+	// MaxRequests bounds the bulk requests in flight, all concurrent
+	// Writes together: the build stage keeps several batches in flight
+	// and each writes in parallel, which would otherwise pile requests on
+	// Elasticsearch faster than it indexes them. Default: 4.
+	MaxRequests int
 	// MaxRetries is how many retry rounds one Write makes after retriable
 	// errors before it returns an error (the caller then retries the
 	// batch). Default: 8.
@@ -73,6 +78,9 @@ func (c *ESSinkConfig) defaults() {
 	if c.BulkBytes == 0 {
 		c.BulkBytes = 5 << 20
 	}
+	if c.MaxRequests == 0 {
+		c.MaxRequests = 4
+	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 8
 	}
@@ -98,8 +106,8 @@ func (c *ESSinkConfig) validate() error {
 	if len(c.Kafka) == 0 {
 		errs = append(errs, errors.New("indexer: Kafka client options are required for the dead-letter topic (kafka.brokers)"))
 	}
-	if c.BulkActions < 1 || c.BulkBytes < 1 {
-		errs = append(errs, errors.New("indexer: BulkActions and BulkBytes must be at least 1 (indexer.bulk_actions)"))
+	if c.BulkActions < 1 || c.BulkBytes < 1 || c.MaxRequests < 1 {
+		errs = append(errs, errors.New("indexer: BulkActions, BulkBytes and MaxRequests must be at least 1 (indexer.bulk_actions)"))
 	}
 	if c.MaxRetries < 0 || c.RetryBackoff < 0 || c.MaxBackoff < c.RetryBackoff || c.RecheckInterval < 0 {
 		errs = append(errs, errors.New("indexer: MaxRetries, RetryBackoff and RecheckInterval must not be negative, and MaxBackoff at least RetryBackoff"))
@@ -117,6 +125,7 @@ type ESSink struct {
 	stats  stats
 	kafka  *kgo.Client
 	topics *topicSet
+	slots  chan struct{} // one per bulk request in flight
 
 	mu      sync.Mutex
 	targets map[string]aliasTargets // alias → what it points at
@@ -147,6 +156,7 @@ func NewESSink(cfg ESSinkConfig) (*ESSink, error) {
 		kafka:   cl,
 		topics:  &topicSet{admin: kadm.NewClient(cl), partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
 		targets: map[string]aliasTargets{},
+		slots:   make(chan struct{}, cfg.MaxRequests),
 	}, nil
 }
 
@@ -280,7 +290,13 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	}
 	// Only what classify reads comes back: the response was a quarter of
 	// the sink's CPU.
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
 	code, resp, err := do(ctx, s.es, esapi.BulkRequest{Body: bytes.NewReader(body.Bytes()), FilterPath: bulkFilter})
+	<-s.slots
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {

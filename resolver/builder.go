@@ -92,28 +92,33 @@ func (b *Builder) session(ctx context.Context) error {
 
 // pipeline polls refs and builds them until ctx ends or a batch fails.
 //
-// Two polled batches may be in flight: the next one is polled and starts
-// building while the last documents of the previous one are still being
-// written, so that PostgreSQL and the sinks do not idle at every batch
-// boundary (with writes of 5 MiB, the last ones of a batch kept
-// Elasticsearch half busy for a good part of a second). Offsets are still
-// committed in poll order, each batch once the sinks accepted all of its
-// documents. A batch that names a key the previous one is still building
-// waits for it, so two builds of one key never overlap. Rebalances are
-// allowed only with nothing in flight: when a poll finds nothing new, and
-// at least every drainInterval under a steady backlog.
+// Up to maxInFlight polled batches are in flight at once: the next one is
+// polled and built while the documents of the previous ones are still
+// being written, so that PostgreSQL and the sinks do not idle at every
+// batch boundary, and so that a slow sink (Elasticsearch, minutes of
+// retries) does not hold back the aggregate topic, which the next batches
+// keep writing while the older ones wait (the Elasticsearch sink bounds
+// its own requests in flight). Offsets are still committed in poll
+// order, each batch once the sinks accepted all of its documents. A batch
+// that names a key an earlier one is still building waits for it (and
+// for every batch before it), so two builds of one key never overlap.
+// Rebalances are allowed only with nothing in flight: when a poll finds
+// nothing new, and at least every drainInterval under a steady backlog.
 func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 	bctx, cancel := context.WithCancel(ctx)
-	var prev *batch // polled before the current poll, maybe still writing
+	var inflight []*batch // oldest first
 	defer func() {
 		cancel()
-		if prev != nil {
-			<-prev.done
+		for _, bt := range inflight {
+			<-bt.done
 		}
 	}()
 	var refs, docs int64
 	lastLog, lastDrain := time.Now(), time.Now()
-	finish := func(bt *batch) error {
+	// commitOldest waits for the oldest batch in flight and commits it.
+	commitOldest := func() error {
+		bt := inflight[0]
+		inflight = inflight[1:]
 		<-bt.done
 		if bt.err != nil {
 			if errors.Is(bt.err, errNotVisible) {
@@ -132,25 +137,39 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		}
 		return nil
 	}
-	drain := func() error {
-		if prev != nil {
-			err := finish(prev)
-			prev = nil
-			if err != nil {
+	// commitUpTo waits for the oldest n batches in flight and commits
+	// them, then commits, in order, those after them that are done.
+	commitUpTo := func(n int) error {
+		for ; n > 0; n-- {
+			if err := commitOldest(); err != nil {
 				return err
 			}
+		}
+		for len(inflight) > 0 && inflight[0].finished() {
+			if err := commitOldest(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	drain := func() error {
+		if err := commitUpTo(len(inflight)); err != nil {
+			return err
 		}
 		cl.AllowRebalance()
 		lastDrain = time.Now()
 		return nil
 	}
 	for {
+		if err := commitUpTo(len(inflight) - (maxInFlight - 1)); err != nil {
+			return err
+		}
 		// Up to pollChunks chunks per worker: under a backlog a batch's
 		// fixed costs (offset commit, poll) are paid once per 8 chunks a
-		// worker. While a batch is in flight the poll also returns when
-		// it is done, so that its offsets are committed at once.
+		// worker. While batches are in flight the poll also returns when
+		// the oldest is done, so that its offsets are committed at once.
 		pctx, stop := ctx, context.CancelFunc(func() {})
-		if prev != nil {
+		if len(inflight) > 0 {
 			pctx, stop = context.WithCancel(ctx)
 			go func(done <-chan struct{}) {
 				select {
@@ -158,35 +177,35 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 					stop()
 				case <-pctx.Done():
 				}
-			}(prev.done)
+			}(inflight[0].done)
 		}
 		recs, ended, err := poll(ctx, pctx, cl, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
+		cut := pctx.Err() != nil
 		stop()
 		if ended || err != nil {
 			return err
 		}
 		if len(recs) == 0 {
+			if cut {
+				continue // the oldest batch is done: commit it and poll on
+			}
 			if err := drain(); err != nil {
 				return err
 			}
 			continue
 		}
 		cur := b.plan(recs)
-		if prev != nil && prev.overlaps(cur) {
-			if err := finish(prev); err != nil {
-				return err
+		last := -1 // the newest batch in flight that shares a key with cur
+		for i, bt := range inflight {
+			if bt.overlaps(cur) {
+				last = i
 			}
-			prev = nil
+		}
+		if err := commitUpTo(last + 1); err != nil {
+			return err
 		}
 		go b.run(bctx, cur)
-		if prev != nil {
-			err := finish(prev)
-			prev = cur
-			if err != nil {
-				return err
-			}
-		}
-		prev = cur
+		inflight = append(inflight, cur)
 		if time.Since(lastDrain) > drainInterval {
 			if err := drain(); err != nil {
 				return err
@@ -194,6 +213,10 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		}
 	}
 }
+
+// maxInFlight is how many polled batches the build stage has in flight
+// at most (each at most pollChunks × BatchSize × Workers refs).
+const maxInFlight = 4
 
 // drainInterval is how long the build stage may keep batches in flight
 // without a moment at which a rebalance can happen.
@@ -208,6 +231,16 @@ type batch struct {
 	done   chan struct{}
 	n      int64
 	err    error
+}
+
+// finished says whether bt is done, without waiting.
+func (bt *batch) finished() bool {
+	select {
+	case <-bt.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // overlaps says whether next names a key b also builds.

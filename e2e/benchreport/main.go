@@ -177,7 +177,7 @@ var stages = []stage{
 	}},
 	{"initial load", "initial load", ratioRow("initial load", "decant run from nothing, %s documents (demo shop)", "docs/s", "raw snapshot ‖ direct _bulk load, best of grid", "decant", "ceiling")},
 	{"live backlog", "live backlog", ratioRow("live backlog", "%s changes to distinct documents, decant paused then resumed", "docs/s", "direct _bulk load, best of grid", "decant", "direct_bulk")},
-	{"kafka sink only", "initial load, Kafka sink only", ratioRow("initial load, Kafka sink only", "decant run from nothing, %s documents, elasticsearch.urls: []", "docs/s", "COPY (build SQL) TO STDOUT, 4 connections", "decant", "copy")},
+	{"kafka sink only", "backfill, Kafka sink only", ratioRow("backfill, Kafka sink only", "decant backfill of %s documents while decant run runs, elasticsearch.urls: []", "docs/s", "COPY (build SQL) TO STDOUT, 4 connections", "decant", "copy")},
 }
 
 func main() {
