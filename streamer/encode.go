@@ -179,6 +179,10 @@ var encSafe = func() (t [256]bool) {
 
 const encHex = "0123456789abcdef"
 
+// encEscape is the letter of the two-character escape (\n, \" …) of the
+// bytes escape_json writes so; the other control characters become \u00XX.
+var encEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // encSafePrefix returns the length of the longest prefix of s that
 // escape_json copies as it is and that is ASCII, eight bytes at a time.
 func encSafePrefix(s []byte) int {
@@ -223,22 +227,9 @@ func encString(dst, s []byte) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
+		if e := encEscape[c]; e != 0 {
+			dst = append(dst, '\\', e)
+		} else {
 			dst = append(dst, '\\', 'u', '0', '0', encHex[c>>4], encHex[c&0xf])
 		}
 		i++

@@ -424,3 +424,14 @@ func TestEncodeJSONBAllocs(t *testing.T) {
 		t.Errorf("EncodeValue of a jsonb object without escapes allocates %v times, want 0", allocs)
 	}
 }
+
+// BenchmarkEncStringEscapes is encString on text where every tenth byte
+// needs an escape (quotes, backslashes, control characters).
+func BenchmarkEncStringEscapes(b *testing.B) {
+	s := []byte(strings.Repeat("abc\"def\\g\nhij\tk\x01lmnopqr\r", 40))
+	buf := make([]byte, 0, 4*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = encString(buf[:0], s)
+	}
+}
