@@ -58,6 +58,19 @@ type resProc struct {
 	done   chan error
 }
 
+// bindMapping loads one mapping file and binds it to db's catalog.
+func bindMapping(ctx context.Context, db mappings.Querier, mapping string) (*mappings.Model, error) {
+	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mapping)}})
+	if err != nil {
+		return nil, err
+	}
+	cat, err := mappings.ReadCatalog(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return mappings.Bind(set, cat)
+}
+
 // newResEnv creates the schema, binds mappingYAML (whose aggregates must
 // set elasticsearch.index to "IDX_<name>"; IDX_ is replaced by the test's
 // index prefix) and creates the sinks. Nothing runs yet.
@@ -69,15 +82,7 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	pg.Exec(t, schemaSQL)
 	ctx := testenv.Ctx(t)
 	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
-	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mappingYAML)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := mappings.ReadCatalog(ctx, pg.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := mappings.Bind(set, cat)
+	model, err := bindMapping(ctx, pg.Pool, mappingYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,20 +457,12 @@ func resRunChild(ctx context.Context, c resChildSpec, log *slog.Logger) int {
 
 // resChildStage binds the mapping and runs the stage until ctx ends.
 func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error {
-	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(c.Mapping)}})
-	if err != nil {
-		return err
-	}
 	pool, err := resolver.NewPool(ctx, c.DSN, "decant-test-"+c.Stage, 8)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	cat, err := mappings.ReadCatalog(ctx, pool)
-	if err != nil {
-		return err
-	}
-	model, err := mappings.Bind(set, cat)
+	model, err := bindMapping(ctx, pool, c.Mapping)
 	if err != nil {
 		return err
 	}
