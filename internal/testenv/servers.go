@@ -201,6 +201,19 @@ func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
 	return recs
 }
 
+// TailClient returns a client that consumes topic from the end offsets its
+// partitions have now, so that it sees only the records produced after the
+// call. The caller closes it.
+func (k *KafkaEnv) TailClient(ctx context.Context, topic string) (*kgo.Client, error) {
+	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	return kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+}
+
 // ReadTopic reads every record of topic, from its start offsets to the end
 // offsets it lists first; the records of a partition are in offset order.
 // Fetch errors are retried by the client until ctx ends.
