@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -270,6 +272,19 @@ type ESEnv struct {
 	URL    string
 	Prefix string // unique index prefix, e.g. t3f9a0c1b2
 	Client *elasticsearch.Client
+}
+
+// Do sends an Elasticsearch request and returns its status code and body;
+// it fails the test when the request cannot be sent.
+func (e *ESEnv) Do(tb testing.TB, req esapi.Request) (int, []byte) {
+	tb.Helper()
+	res, err := req.Do(context.Background(), e.Client)
+	if err != nil {
+		tb.Fatalf("%T: %v", req, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
 }
 
 // Elasticsearch returns a unique index prefix; indexes starting with it are deleted at cleanup.
