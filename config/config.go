@@ -173,6 +173,15 @@ func (c Config) Redacted() Config {
 	return r
 }
 
+// OrDefault sets *v to def when *v is the zero value: the stages fill the
+// unset fields of their Config structs from Default with it.
+func OrDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
 // RedactDSN hides the password of a URL or key=value DSN.
 func RedactDSN(dsn string) string {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {

@@ -299,15 +299,7 @@ INSERT INTO orders SELECT g, 1 + (g - 1) / 2, CASE WHEN g %% 3 = 0 THEN 'paid' E
 // benchModel loads one mapping file and binds it to pg's catalog.
 func benchModel(tb testing.TB, pg *testenv.PG, mapping string) *mappings.Model {
 	tb.Helper()
-	set, err := mappings.Load([]mappings.File{{Name: "bench.yaml", Data: []byte(mapping)}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cat, err := mappings.ReadCatalog(testenv.Ctx(tb), pg.Pool)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	model, err := mappings.Bind(set, cat)
+	model, err := bindMapping(testenv.Ctx(tb), pg.Pool, mapping)
 	if err != nil {
 		tb.Fatal(err)
 	}

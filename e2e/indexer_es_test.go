@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,22 +18,10 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
-// idxES sends an Elasticsearch request and returns status and body.
-func idxES(t *testing.T, es *testenv.ESEnv, req esapi.Request) (int, []byte) {
-	t.Helper()
-	res, err := req.Do(context.Background(), es.Client)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
-}
-
 // idxGet returns a document's _version and _source, or found=false.
 func idxGet(t *testing.T, es *testenv.ESEnv, index, id string) (version int64, source map[string]any, found bool) {
 	t.Helper()
-	code, body := idxES(t, es, esapi.GetRequest{Index: index, DocumentID: id})
+	code, body := es.Do(t, esapi.GetRequest{Index: index, DocumentID: id})
 	if code == http.StatusNotFound {
 		return 0, nil, false
 	}
@@ -207,7 +193,7 @@ func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 	block := func(on bool) {
-		code, body := idxES(t, es, esapi.IndicesPutSettingsRequest{Index: []string{spec.IndexName()},
+		code, body := es.Do(t, esapi.IndicesPutSettingsRequest{Index: []string{spec.IndexName()},
 			Body: strings.NewReader(fmt.Sprintf(`{"index.blocks.read_only":%v}`, on))})
 		if code != http.StatusOK {
 			t.Fatalf("set read_only=%v: %d %s", on, code, body)
@@ -247,7 +233,7 @@ func TestESSinkMissingAlias(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "alias does not exist") {
 		t.Fatalf("Write = %v, want an alias-missing error", err)
 	}
-	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{es.Prefix + "-nothing"}}); code != http.StatusNotFound {
+	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{es.Prefix + "-nothing"}}); code != http.StatusNotFound {
 		t.Errorf("an index named like the missing alias was created (HEAD status %d)", code)
 	}
 }
@@ -264,7 +250,7 @@ func TestEnsureIndex(t *testing.T) {
 			t.Fatalf("EnsureIndex = %q, %v; want %q", got, err, spec.IndexName())
 		}
 	}
-	code, body := idxES(t, es, esapi.IndicesGetSettingsRequest{Index: []string{spec.Alias}, Name: []string{"index.number_of_replicas"}})
+	code, body := es.Do(t, esapi.IndicesGetSettingsRequest{Index: []string{spec.Alias}, Name: []string{"index.number_of_replicas"}})
 	if code != http.StatusOK || !strings.Contains(string(body), `"number_of_replicas":"0"`) {
 		t.Errorf("settings: %d %s, want number_of_replicas 0", code, body)
 	}
@@ -275,7 +261,7 @@ func TestEnsureIndex(t *testing.T) {
 	if !errors.As(err, &mc) || !strings.Contains(err.Error(), "decant backfill customer --reindex") {
 		t.Fatalf("EnsureIndex with changed mappings = %v, want a MappingChangedError naming the reindex command", err)
 	}
-	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{changed.IndexName()}}); code != http.StatusNotFound {
+	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{changed.IndexName()}}); code != http.StatusNotFound {
 		t.Error("EnsureIndex created the new index: a mapping change must wait for a reindex")
 	}
 }
@@ -286,13 +272,13 @@ func TestEnsureIndex(t *testing.T) {
 func TestEnsureIndexReplacesAutoCreatedIndex(t *testing.T) {
 	es := testenv.Elasticsearch(t)
 	spec := idxSpecStrict(es, "customer")
-	if code, body := idxES(t, es, esapi.IndexRequest{Index: spec.IndexName(), DocumentID: "1", Body: strings.NewReader(`{"n":"dynamic text"}`)}); code != http.StatusCreated {
+	if code, body := es.Do(t, esapi.IndexRequest{Index: spec.IndexName(), DocumentID: "1", Body: strings.NewReader(`{"n":"dynamic text"}`)}); code != http.StatusCreated {
 		t.Fatalf("auto-create %s: %d %s", spec.IndexName(), code, body)
 	}
 	if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Client, spec); err != nil {
 		t.Fatal(err)
 	}
-	code, body := idxES(t, es, esapi.IndicesGetMappingRequest{Index: []string{spec.Alias}})
+	code, body := es.Do(t, esapi.IndicesGetMappingRequest{Index: []string{spec.Alias}})
 	if code != http.StatusOK || !strings.Contains(string(body), `"decant_hash":"`+spec.Hash()+`"`) || !strings.Contains(string(body), `"dynamic":"strict"`) {
 		t.Errorf("mapping behind the alias: %d %s", code, body)
 	}

@@ -133,12 +133,12 @@ func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
 			t.Errorf("document %s has rev %v after the swap, want the last live update %d", id, src["rev"], lastRev.Load())
 		}
 	}
-	code, body := idxES(t, es, esapi.IndicesGetAliasRequest{Name: []string{specB.Alias, specB.NextAlias()}})
+	code, body := es.Do(t, esapi.IndicesGetAliasRequest{Name: []string{specB.Alias, specB.NextAlias()}})
 	if !strings.Contains(string(body), `"`+specB.IndexName()+`"`) || strings.Contains(string(body), `"`+specA.IndexName()+`"`) ||
 		strings.Contains(string(body), `"`+specB.NextAlias()+`"`) {
 		t.Errorf("aliases after the swap: %d %s; want only %s → %s", code, body, specB.Alias, specB.IndexName())
 	}
-	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{specA.IndexName()}}); code != 404 {
+	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{specA.IndexName()}}); code != 404 {
 		t.Errorf("old index %s still exists (HEAD %d); KeepOld was false", specA.IndexName(), code)
 	}
 	if got, err := indexer.EnsureIndex(ctx, es.Client, specB); err != nil || got != specB.IndexName() {
@@ -169,14 +169,14 @@ func TestReindexAbort(t *testing.T) {
 	if err := indexer.AbortReindex(ctx, es.Client, specB, opts); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{specB.IndexName()}}); code != 404 {
+	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{specB.IndexName()}}); code != 404 {
 		t.Errorf("aborted reindex left index %s (HEAD %d)", specB.IndexName(), code)
 	}
 	idxWrite(t, s, idxDoc("customer", `{"id":2}`, 10, `{"name":"old only"}`))
 	if _, _, found := idxGet(t, es, specA.Alias, "2"); !found {
 		t.Error("write after the abort did not reach the alias")
 	}
-	if code, _ := idxES(t, es, esapi.IndicesExistsRequest{Index: []string{specB.IndexName()}}); code != 404 {
+	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{specB.IndexName()}}); code != 404 {
 		t.Errorf("a write after the abort re-created %s", specB.IndexName())
 	}
 }
@@ -209,7 +209,7 @@ func idxSearchTotal(ctx context.Context, es *testenv.ESEnv, alias string) (int, 
 
 func idxCount(t *testing.T, es *testenv.ESEnv, alias, query string) int {
 	t.Helper()
-	code, body := idxES(t, es, esapi.CountRequest{Index: []string{alias}, Body: strings.NewReader(`{"query":` + query + `}`)})
+	code, body := es.Do(t, esapi.CountRequest{Index: []string{alias}, Body: strings.NewReader(`{"query":` + query + `}`)})
 	if code != 200 {
 		t.Fatalf("count %s: %d %s", alias, code, body)
 	}

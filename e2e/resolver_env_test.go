@@ -15,7 +15,6 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -58,6 +57,19 @@ type resProc struct {
 	done   chan error
 }
 
+// bindMapping loads one mapping file and binds it to db's catalog.
+func bindMapping(ctx context.Context, db mappings.Querier, mapping string) (*mappings.Model, error) {
+	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mapping)}})
+	if err != nil {
+		return nil, err
+	}
+	cat, err := mappings.ReadCatalog(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return mappings.Bind(set, cat)
+}
+
 // newResEnv creates the schema, binds mappingYAML (whose aggregates must
 // set elasticsearch.index to "IDX_<name>"; IDX_ is replaced by the test's
 // index prefix) and creates the sinks. Nothing runs yet.
@@ -69,15 +81,7 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 	pg.Exec(t, schemaSQL)
 	ctx := testenv.Ctx(t)
 	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
-	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(mappingYAML)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := mappings.ReadCatalog(ctx, pg.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := mappings.Bind(set, cat)
+	model, err := bindMapping(ctx, pg.Pool, mappingYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,56 +276,33 @@ func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []
 	topic := wire.AggTopic(e.k.Prefix, aggregate)
 	ctx, cancel := context.WithTimeout(testenv.Ctx(e.t), 2*time.Minute)
 	defer cancel()
-	ends, err := e.k.Admin.ListEndOffsets(ctx, topic)
+	recs, err := testenv.ReadTopic(ctx, e.k.Admin, e.k.Brokers, topic)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
 	state := map[string]json.RawMessage{}
 	var problems []string
-	if len(want) == 0 {
-		return state, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
 	last := map[string]uint64{}
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			e.t.Fatalf("reading %s: %v", topic, ctx.Err())
+	for _, r := range recs {
+		k := string(r.Key)
+		if r.Value == nil {
+			delete(state, k)
+			continue
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-			k := string(r.Key)
-			if r.Value == nil {
-				delete(state, k)
-				return
-			}
-			var d wire.Document
-			if err := json.Unmarshal(r.Value, &d); err != nil {
-				problems = append(problems, fmt.Sprintf("key %s: value is not a document: %v", k, err))
-				return
-			}
-			if d.Version < last[k] {
-				problems = append(problems, fmt.Sprintf("key %s: version %d after %d in the aggregate topic", k, d.Version, last[k]))
-			}
-			last[k] = max(last[k], d.Version)
-			if d.Deleted {
-				delete(state, k)
-			} else {
-				state[k] = d.Doc
-			}
-		})
+		var d wire.Document
+		if err := json.Unmarshal(r.Value, &d); err != nil {
+			problems = append(problems, fmt.Sprintf("key %s: value is not a document: %v", k, err))
+			continue
+		}
+		if d.Version < last[k] {
+			problems = append(problems, fmt.Sprintf("key %s: version %d after %d in the aggregate topic", k, d.Version, last[k]))
+		}
+		last[k] = max(last[k], d.Version)
+		if d.Deleted {
+			delete(state, k)
+		} else {
+			state[k] = d.Doc
+		}
 	}
 	return state, problems
 }
@@ -452,20 +433,12 @@ func resRunChild(ctx context.Context, c resChildSpec, log *slog.Logger) int {
 
 // resChildStage binds the mapping and runs the stage until ctx ends.
 func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error {
-	set, err := mappings.Load([]mappings.File{{Name: "test.yaml", Data: []byte(c.Mapping)}})
-	if err != nil {
-		return err
-	}
 	pool, err := resolver.NewPool(ctx, c.DSN, "decant-test-"+c.Stage, 8)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	cat, err := mappings.ReadCatalog(ctx, pool)
-	if err != nil {
-		return err
-	}
-	model, err := mappings.Bind(set, cat)
+	model, err := bindMapping(ctx, pool, c.Mapping)
 	if err != nil {
 		return err
 	}

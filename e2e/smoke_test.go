@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -126,24 +125,13 @@ func TestSmokeKafka(t *testing.T) {
 // indexer's "no stale overwrite" guarantee rests on.
 func TestSmokeElasticsearch(t *testing.T) {
 	es := testenv.Elasticsearch(t)
-	ctx := testenv.Ctx(t)
 	index := es.Prefix + "-smoke"
-	do := func(req esapi.Request) (int, string) {
-		t.Helper()
-		res, err := req.Do(ctx, es.Client)
-		if err != nil {
-			t.Fatalf("%T: %v", req, err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
-	if code, body := do(esapi.IndicesCreateRequest{Index: index,
+	if code, body := es.Do(t, esapi.IndicesCreateRequest{Index: index,
 		Body: strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)}); code != 200 {
 		t.Fatalf("create index: %d %s", code, body)
 	}
 	put := func(version int, name string) int {
-		code, _ := do(esapi.IndexRequest{Index: index, DocumentID: "7", Body: strings.NewReader(fmt.Sprintf(`{"name":%q}`, name)),
+		code, _ := es.Do(t, esapi.IndexRequest{Index: index, DocumentID: "7", Body: strings.NewReader(fmt.Sprintf(`{"name":%q}`, name)),
 			Version: &version, VersionType: "external_gte", Refresh: "true"})
 		return code
 	}
@@ -153,7 +141,7 @@ func TestSmokeElasticsearch(t *testing.T) {
 	if code := put(3, "old"); code != http.StatusConflict {
 		t.Fatalf("index version 3 after 5: status %d, want 409", code)
 	}
-	code, body := do(esapi.SearchRequest{Index: []string{index}, Body: strings.NewReader(`{"query":{"match":{"name":"new"}}}`)})
+	code, body := es.Do(t, esapi.SearchRequest{Index: []string{index}, Body: strings.NewReader(`{"query":{"match":{"name":"new"}}}`)})
 	if code != 200 {
 		t.Fatalf("search: %d %s", code, body)
 	}
@@ -165,7 +153,7 @@ func TestSmokeElasticsearch(t *testing.T) {
 			} `json:"hits"`
 		} `json:"hits"`
 	}
-	if err := json.Unmarshal([]byte(body), &sr); err != nil {
+	if err := json.Unmarshal(body, &sr); err != nil {
 		t.Fatal(err)
 	}
 	if len(sr.Hits.Hits) != 1 || sr.Hits.Hits[0].ID != "7" {

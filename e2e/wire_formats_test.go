@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
@@ -67,8 +66,10 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 	read := func(topic string, want func([]*kgo.Record) bool) []*kgo.Record {
 		var recs []*kgo.Record
 		testenv.WaitFor(t, "the records wanted in "+topic, 2*time.Minute, func() (bool, error) {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
 			var err error
-			recs, err = wireReadTopic(ctx, e.k, topic)
+			recs, err = testenv.ReadTopic(rctx, e.k.Admin, e.k.Brokers, topic)
 			return err == nil && want(recs), err
 		})
 		return recs
@@ -142,44 +143,6 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 			t.Errorf("%s: captured record %s\nhas the structure %s\nwhich no example in wire/testdata/%s has:\n%s", kind, r.Value, got, golden[kind], strings.Join(want, "\n"))
 		}
 	}
-}
-
-// wireReadTopic reads every record of topic up to its end offsets.
-func wireReadTopic(ctx context.Context, k *testenv.KafkaEnv, topic string) ([]*kgo.Record, error) {
-	ends, err := k.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	if len(want) == 0 {
-		return nil, fmt.Errorf("%s is empty", topic)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			recs = append(recs, r)
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return recs, nil
 }
 
 // wireGoldenShapes returns the structure of every line of a golden file.

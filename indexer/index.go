@@ -18,6 +18,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -488,13 +489,10 @@ func esErrorIf(code int, body []byte) error {
 	return esError(code, body)
 }
 
+// sleepCtx is ctxtime.Sleep returning ctx's error when ctx ends first.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !ctxtime.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

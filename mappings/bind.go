@@ -226,40 +226,23 @@ func (b *binder) node(s *relSpec, parent *Node, t *Table) *Node {
 // join fills the kind and join columns of n from its relation spec.
 func (b *binder) join(n *Node, s *relSpec, parent *Node) bool {
 	pt, ct := parent.table, n.table
+	var ok bool
 	switch {
 	case s.foreignKey != nil:
 		n.Kind = OneToMany
 		if s.single {
 			n.Kind = OneToOne
 		}
-		if !b.columns(ct, s.foreignKey, s.fkAt, "foreign_key") {
-			return false
-		}
 		n.ChildColumns = s.foreignKey
-		n.ParentColumns = ct.foreignKeyTo(s.foreignKey, pt.Name)
-		if n.ParentColumns == nil {
-			n.ParentColumns = b.refKey(parent)
-			if !b.keyLen(s.fkAt, "foreign_key", s.foreignKey, pt, n.ParentColumns) {
-				return false
-			}
-		}
+		n.ParentColumns, ok = b.link(s.fkAt, "foreign_key", ct, s.foreignKey, pt, func() []string { return b.refKey(parent) })
 		n.unique = ct.isUnique(n.ChildColumns)
-		return b.types(s.fkAt, "foreign_key", pt, n.ParentColumns, ct, n.ChildColumns)
+		return ok
 	case s.references != nil:
 		n.Kind = ManyToOne
-		if !b.columns(pt, s.references, s.refAt, "references") {
-			return false
-		}
 		n.ParentColumns = s.references
-		n.ChildColumns = pt.foreignKeyTo(s.references, ct.Name)
-		if n.ChildColumns == nil {
-			n.ChildColumns = ct.PrimaryKey
-			if !b.keyLen(s.refAt, "references", s.references, ct, n.ChildColumns) {
-				return false
-			}
-		}
+		n.ChildColumns, ok = b.link(s.refAt, "references", pt, s.references, ct, func() []string { return ct.PrimaryKey })
 		n.unique = ct.isUnique(n.ChildColumns)
-		return b.types(s.refAt, "references", ct, n.ChildColumns, pt, n.ParentColumns)
+		return ok
 	case s.through != nil:
 		n.Kind = ManyToMany
 		th := s.through
@@ -296,6 +279,24 @@ func (b *binder) join(n *Node, s *relSpec, parent *Node) bool {
 }
 
 // keyLen checks that the columns of a join match the key they point at.
+// link checks the columns cols of keyed that the key what (foreign_key or
+// references) names, and returns the columns of target they point at: those
+// of the foreign key constraint from cols to target, else def's. ok is false
+// when it reported an error.
+func (b *binder) link(at pos, what string, keyed *Table, cols []string, target *Table, def func() []string) (to []string, ok bool) {
+	if !b.columns(keyed, cols, at, what) {
+		return nil, false
+	}
+	to = keyed.foreignKeyTo(cols, target.Name)
+	if to == nil {
+		to = def()
+		if !b.keyLen(at, what, cols, target, to) {
+			return nil, false
+		}
+	}
+	return to, b.types(at, what, target, to, keyed, cols)
+}
+
 func (b *binder) keyLen(at pos, what string, cols []string, target *Table, key []string) bool {
 	if len(key) == 0 {
 		b.add(at.errorf("%s %s: table %s has no primary key and no foreign key constraint from these columns says what they point at; add a primary key or a foreign key constraint",

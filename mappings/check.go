@@ -377,13 +377,12 @@ FROM pg_roles r WHERE r.rolname = current_user`, nil,
 		return wrap(err)
 	}
 	var ins, upd, del, trunc bool
-	err := row(ctx, db, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1`, []any{publication},
+	found, err := optionalRow(ctx, db, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1`, []any{publication},
 		&ins, &upd, &del, &trunc)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	if err != nil {
 		return wrap(err)
-	default:
+	}
+	if found {
 		env.PublicationExists = true
 		for a, on := range map[string]bool{"insert": ins, "update": upd, "delete": del, "truncate": trunc} {
 			if on {
@@ -402,14 +401,10 @@ FROM pg_roles r WHERE r.rolname = current_user`, nil,
 			return wrap(err)
 		}
 	}
-	err = row(ctx, db, `SELECT plugin::text, coalesce(database::text, '') FROM pg_replication_slots WHERE slot_name = $1`, []any{slot},
+	env.SlotExists, err = optionalRow(ctx, db, `SELECT plugin::text, coalesce(database::text, '') FROM pg_replication_slots WHERE slot_name = $1`, []any{slot},
 		&env.SlotPlugin, &env.SlotDatabase)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	if err != nil {
 		return wrap(err)
-	default:
-		env.SlotExists = true
 	}
 	if err := each(ctx, db, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
@@ -424,6 +419,15 @@ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog',
 		return wrap(err)
 	}
 	return env, nil
+}
+
+// optionalRow is row for a query that may match no row: found is false then.
+func optionalRow(ctx context.Context, db Querier, sql string, args []any, dest ...any) (found bool, err error) {
+	err = row(ctx, db, sql, args, dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func row(ctx context.Context, db Querier, sql string, args []any, dest ...any) error {

@@ -50,18 +50,10 @@ type aggSpec struct {
 
 // relSpec is the root or one relation as written.
 type relSpec struct {
-	name      string
-	at        pos // the relation's name key (the aggregate's for the root)
-	schema    string
-	schemaSet bool
-	table     string
-	tableAt   pos
-
-	foreignKey []string
-	fkAt       pos
-	references []string
-	refAt      pos
-	through    *throughSpec
+	name string
+	at   pos // the relation's name key (the aggregate's for the root)
+	tableKeys
+	through *throughSpec
 
 	single   bool
 	singleAt pos
@@ -79,11 +71,18 @@ type relSpec struct {
 }
 
 type throughSpec struct {
-	at         pos
-	schema     string
-	schemaSet  bool
-	table      string
-	tableAt    pos
+	at pos
+	tableKeys
+}
+
+// tableKeys are the keys a relation and its through share: the table and
+// the columns that link it.
+type tableKeys struct {
+	schema    string
+	schemaSet bool
+	table     string
+	tableAt   pos
+
 	foreignKey []string
 	fkAt       pos
 	references []string
@@ -427,7 +426,7 @@ func (l *loader) aggregate(name string, k, v *yaml.Node, p pos, schema string) *
 	if !aggregateNameRE.MatchString(name) || len(name) > 100 {
 		l.add(p.errorf("aggregate name %q is not valid: it names Kafka topics and the Elasticsearch index, so use lower-case letters, digits, '_' and '-', starting with a letter or '_'", name))
 	}
-	a.root = &relSpec{name: name, at: p, schema: schema}
+	a.root = &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
 	keys := []string{"table", "schema", "id", "columns", "rename", "relations", "elasticsearch"}
 	l.mapping(v, p, keys, func(key string, k, v *yaml.Node, kp pos) {
 		switch key {
@@ -496,7 +495,7 @@ func invalidIndexName(s string) string {
 var relationKeys = []string{"table", "schema", "foreign_key", "references", "through", "single", "value", "columns", "rename", "order_by", "relations"}
 
 func (l *loader) relation(name string, v *yaml.Node, p pos, schema string, depth int) *relSpec {
-	r := &relSpec{name: name, at: p, schema: schema}
+	r := &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
 	if strings.HasPrefix(name, "$") {
 		l.add(p.errorf("relation name %q must not start with \"$\" (reserved)", name))
 	}
@@ -514,21 +513,8 @@ func (l *loader) relField(r *relSpec, key string, v *yaml.Node, kp pos, schema s
 	vn := l.deref(v)
 	vp := l.at(vn, kp.Path)
 	switch key {
-	case "table":
-		if s, ok := l.name(v, kp); ok {
-			r.table = s
-			r.tableAt = vp
-		}
-	case "schema":
-		if s, ok := l.name(v, kp); ok {
-			r.schema, r.schemaSet = s, true
-		}
-	case "foreign_key":
-		r.foreignKey, _ = l.key(v, kp)
-		r.fkAt = vp
-	case "references":
-		r.references, _ = l.key(v, kp)
-		r.refAt = vp
+	case "table", "schema", "foreign_key", "references":
+		l.tableKey(&r.tableKeys, key, v, kp, vp)
 	case "through":
 		l.through(r, v, kp, schema)
 	case "single":
@@ -570,26 +556,10 @@ func (l *loader) relField(r *relSpec, key string, v *yaml.Node, kp pos, schema s
 }
 
 func (l *loader) through(r *relSpec, v *yaml.Node, p pos, schema string) {
-	t := &throughSpec{at: p, schema: schema}
+	t := &throughSpec{at: p, tableKeys: tableKeys{schema: schema}}
 	r.through = t
 	l.mapping(v, p, []string{"table", "schema", "foreign_key", "references"}, func(key string, k, v *yaml.Node, kp pos) {
-		vp := l.at(l.deref(v), kp.Path)
-		switch key {
-		case "table":
-			if s, ok := l.name(v, kp); ok {
-				t.table, t.tableAt = s, vp
-			}
-		case "schema":
-			if s, ok := l.name(v, kp); ok {
-				t.schema, t.schemaSet = s, true
-			}
-		case "foreign_key":
-			t.foreignKey, _ = l.key(v, kp)
-			t.fkAt = vp
-		case "references":
-			t.references, _ = l.key(v, kp)
-			t.refAt = vp
-		}
+		l.tableKey(&t.tableKeys, key, v, kp, l.at(l.deref(v), kp.Path))
 	})
 	if l.deref(v).Kind != yaml.MappingNode {
 		return
@@ -605,6 +575,26 @@ func (l *loader) through(r *relSpec, v *yaml.Node, p pos, schema string) {
 	}
 	if !t.schemaSet {
 		t.schema, t.table = splitTable(t.schema, t.table)
+	}
+}
+
+// tableKey reads one of the keys in tableKeys; vp is where its value is.
+func (l *loader) tableKey(t *tableKeys, key string, v *yaml.Node, kp, vp pos) {
+	switch key {
+	case "table":
+		if s, ok := l.name(v, kp); ok {
+			t.table, t.tableAt = s, vp
+		}
+	case "schema":
+		if s, ok := l.name(v, kp); ok {
+			t.schema, t.schemaSet = s, true
+		}
+	case "foreign_key":
+		t.foreignKey, _ = l.key(v, kp)
+		t.fkAt = vp
+	case "references":
+		t.references, _ = l.key(v, kp)
+		t.refAt = vp
 	}
 }
 

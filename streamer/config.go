@@ -66,36 +66,16 @@ type Config struct {
 
 func (c *Config) defaults() {
 	d := config.Default()
-	if c.Publication == "" {
-		c.Publication = d.Postgres.Publication
-	}
-	if c.Slot == "" {
-		c.Slot = d.Postgres.Slot
-	}
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = d.Kafka.TopicPrefix
-	}
-	if c.Partitions == 0 {
-		c.Partitions = d.Kafka.Partitions
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = d.Kafka.ReplicationFactor
-	}
-	if c.SnapshotMode == "" {
-		c.SnapshotMode = d.Streamer.SnapshotMode
-	}
-	if c.SnapshotChunkRows == 0 {
-		c.SnapshotChunkRows = d.Streamer.SnapshotChunkRows
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = d.Streamer.StatusInterval
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = d.Streamer.MaxInFlight
-	}
-	if c.TakeoverPoll == 0 {
-		c.TakeoverPoll = 2 * time.Second
-	}
+	config.OrDefault(&c.Publication, d.Postgres.Publication)
+	config.OrDefault(&c.Slot, d.Postgres.Slot)
+	config.OrDefault(&c.TopicPrefix, d.Kafka.TopicPrefix)
+	config.OrDefault(&c.Partitions, d.Kafka.Partitions)
+	config.OrDefault(&c.ReplicationFactor, d.Kafka.ReplicationFactor)
+	config.OrDefault(&c.SnapshotMode, d.Streamer.SnapshotMode)
+	config.OrDefault(&c.SnapshotChunkRows, d.Streamer.SnapshotChunkRows)
+	config.OrDefault(&c.StatusInterval, d.Streamer.StatusInterval)
+	config.OrDefault(&c.MaxInFlight, d.Streamer.MaxInFlight)
+	config.OrDefault(&c.TakeoverPoll, 2*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -179,6 +179,10 @@ var encSafe = func() (t [256]bool) {
 
 const encHex = "0123456789abcdef"
 
+// encEscape is the letter of the two-character escape (\n, \" …) of the
+// bytes escape_json writes so; the other control characters become \u00XX.
+var encEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // encSafePrefix returns the length of the longest prefix of s that
 // escape_json copies as it is and that is ASCII, eight bytes at a time.
 func encSafePrefix(s []byte) int {
@@ -223,22 +227,9 @@ func encString(dst, s []byte) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
+		if e := encEscape[c]; e != 0 {
+			dst = append(dst, '\\', e)
+		} else {
 			dst = append(dst, '\\', 'u', '0', '0', encHex[c>>4], encHex[c&0xf])
 		}
 		i++
@@ -866,61 +857,74 @@ func (p *encJSONParser) enter() error {
 	return nil
 }
 
-func (p *encJSONParser) array(dst []byte) ([]byte, error) {
+// open enters the array or object that starts at p.i: it appends the
+// opening byte and reports whether the value is empty, its closing byte
+// close read and appended too. The caller leaves (defer p.leave()) even
+// when open fails.
+func (p *encJSONParser) open(dst []byte, close byte) ([]byte, bool, error) {
 	if err := p.enter(); err != nil {
-		return dst, err
+		return dst, false, err
 	}
-	defer func() { p.depth-- }()
+	dst = append(dst, p.s[p.i])
 	p.i++
-	dst = append(dst, '[')
 	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
+	if p.i < len(p.s) && p.s[p.i] == close {
 		p.i++
-		return append(dst, ']'), nil
+		return append(dst, close), true, nil
 	}
-	for {
-		var err error
-		if dst, err = p.value(dst); err != nil {
-			return dst, err
-		}
-		p.skipSpace()
-		if p.i >= len(p.s) {
-			return dst, encSyntax("json", p.s, p.i)
-		}
+	return dst, false, nil
+}
+
+func (p *encJSONParser) leave() { p.depth-- }
+
+// next reads what follows an element or a member: a comma, appended, when
+// more follow; else the closing byte close, not appended.
+func (p *encJSONParser) next(dst []byte, close byte) ([]byte, bool, error) {
+	p.skipSpace()
+	if p.i < len(p.s) {
 		switch p.s[p.i] {
 		case ',':
 			p.i++
-			dst = append(dst, ',')
-		case ']':
+			return append(dst, ','), true, nil
+		case close:
 			p.i++
-			return append(dst, ']'), nil
-		default:
-			return dst, encSyntax("json", p.s, p.i)
+			return dst, false, nil
 		}
 	}
+	return dst, false, encSyntax("json", p.s, p.i)
+}
+
+func (p *encJSONParser) array(dst []byte) ([]byte, error) {
+	dst, empty, err := p.open(dst, ']')
+	defer p.leave()
+	if err != nil || empty {
+		return dst, err
+	}
+	for more := true; more; {
+		if dst, err = p.value(dst); err != nil {
+			return dst, err
+		}
+		if dst, more, err = p.next(dst, ']'); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
 }
 
 func (p *encJSONParser) object(dst []byte) ([]byte, error) {
-	if err := p.enter(); err != nil {
+	dst, empty, err := p.open(dst, '}')
+	defer p.leave()
+	if err != nil || empty {
 		return dst, err
 	}
-	defer func() { p.depth-- }()
-	p.i++
-	dst = append(dst, '{')
 	body := len(dst)
 	base, keysBase := len(p.members), len(p.keys)
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return append(dst, '}'), nil
-	}
-	for {
+	for more := true; more; {
 		p.skipSpace()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return dst, encSyntax("json", p.s, p.i)
 		}
 		start := len(dst)
-		var err error
 		if p.sortKeys {
 			k := len(p.keys)
 			if p.keys, err = p.decodeString(p.keys); err != nil {
@@ -946,21 +950,9 @@ func (p *encJSONParser) object(dst []byte) ([]byte, error) {
 			mb := &p.members[len(p.members)-1]
 			mb.start, mb.end = start, len(dst)
 		}
-		p.skipSpace()
-		if p.i >= len(p.s) {
-			return dst, encSyntax("json", p.s, p.i)
+		if dst, more, err = p.next(dst, '}'); err != nil {
+			return dst, err
 		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			dst = append(dst, ',')
-			continue
-		case '}':
-			p.i++
-		default:
-			return dst, encSyntax("json", p.s, p.i)
-		}
-		break
 	}
 	if p.sortKeys {
 		dst = p.reorder(dst, body, p.members[base:])

@@ -424,3 +424,31 @@ func TestEncodeJSONBAllocs(t *testing.T) {
 		t.Errorf("EncodeValue of a jsonb object without escapes allocates %v times, want 0", allocs)
 	}
 }
+
+// BenchmarkEncStringEscapes is encString on text where every tenth byte
+// needs an escape (quotes, backslashes, control characters).
+func BenchmarkEncStringEscapes(b *testing.B) {
+	s := []byte(strings.Repeat("abc\"def\\g\nhij\tk\x01lmnopqr\r", 40))
+	buf := make([]byte, 0, 4*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = encString(buf[:0], s)
+	}
+}
+
+// BenchmarkEncodeJSONB is a jsonb document with nested objects and arrays
+// (keys sorted as jsonb's text form has them).
+func BenchmarkEncodeJSONB(b *testing.B) {
+	types := newPGTypes()
+	doc := []byte(`{"id": 7, "name": "Ada \"Countess\" Lovelace", "tags": ["a", "b", "c"], "address": {"city": "London", "zip": "W1"}, "orders": [{"id": 1, "total": 19.90, "lines": [{"sku": "x", "qty": 2}, {"sku": "y", "qty": 1}]}, {"id": 2, "total": 0.5, "lines": []}], "meta": {}}`)
+	buf := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := types.encodeValue(buf[:0], 3802, doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = out
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -107,7 +108,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 				s.log.Info("slot is held by another streamer; standing by to take over")
 				waiting = true
 			}
-			if !sleepCtx(ctx, s.cfg.TakeoverPoll) {
+			if !ctxtime.Sleep(ctx, s.cfg.TakeoverPoll) {
 				return nil
 			}
 			continue
@@ -116,7 +117,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 		}
 		waiting = false
 		s.log.Warn("stream session ended; restarting", "err", err, "backoff", backoff)
-		if !sleepCtx(ctx, backoff) {
+		if !ctxtime.Sleep(ctx, backoff) {
 			return nil
 		}
 		backoff = min(backoff*2, 30*time.Second)
@@ -145,17 +146,6 @@ func isPermanent(err error) bool {
 		}
 	}
 	return false
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func withParams(dsn string, replication bool) (*pgconn.Config, error) {

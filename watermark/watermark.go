@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -255,7 +256,7 @@ func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
 				break
 			}
 		}
-		if !t.sleep(ctx) {
+		if !ctxtime.Sleep(ctx, t.cfg.Poll) {
 			return fmt.Errorf("waiting for the streamer to confirm %s: %w", wire.FormatLSN(lsn), ctx.Err())
 		}
 	}
@@ -267,7 +268,7 @@ func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
 	for _, s := range steps {
 		ends, err := t.ends(ctx, s.topics)
 		for err != nil {
-			if !t.sleep(ctx) {
+			if !ctxtime.Sleep(ctx, t.cfg.Poll) {
 				return fmt.Errorf("waiting for the %s stage: %w", s.stage, err)
 			}
 			ends, err = t.ends(ctx, s.topics)
@@ -277,21 +278,10 @@ func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
 			if err == nil && lag == 0 {
 				break
 			}
-			if !t.sleep(ctx) {
+			if !ctxtime.Sleep(ctx, t.cfg.Poll) {
 				return fmt.Errorf("waiting for the %s stage (%d records behind): %w", s.stage, lag, ctx.Err())
 			}
 		}
 	}
 	return nil
-}
-
-func (t *Tracker) sleep(ctx context.Context) bool {
-	tm := time.NewTimer(t.cfg.Poll)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
 }

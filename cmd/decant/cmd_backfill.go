@@ -11,14 +11,14 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runBackfill = register(command{name: "backfill", summary: "rebuild every document of an aggregate (--reindex: into a new index)",
-	nargs: 1, hint: "name one aggregate, e.g. decant backfill customer", flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		job := &backfillJob{}
-		fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")
-		fs.BoolVar(&job.build, "build", false, "run a build stage in this process while waiting")
-		fs.BoolVar(&job.noWait, "no-wait", false, "return once the ids are enqueued")
-		return job.run
-	}})
+// backfillFlags adds the flags of backfill and returns its body.
+func backfillFlags(fs *flag.FlagSet) func(context.Context, *call) int {
+	job := &backfillJob{}
+	fs.BoolVar(&job.reindex, "reindex", false, "build into a new index and swap the alias when done")
+	fs.BoolVar(&job.build, "build", false, "run a build stage in this process while waiting")
+	fs.BoolVar(&job.noWait, "no-wait", false, "return once the ids are enqueued")
+	return job.run
+}
 
 func (j *backfillJob) run(ctx context.Context, c *call) int {
 	if j.reindex && j.noWait {

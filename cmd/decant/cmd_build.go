@@ -7,9 +7,6 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runBuild = register(command{name: "build", summary: "run the build stage: refs → documents → aggregate topics and Elasticsearch",
-	flags: noFlags(stageCommand("build", "build stage stopped", newBuildStage))})
-
 // newBuildStage opens the sinks and the builder that writes to them.
 func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 	sink, closeSinks, err := newSinks(ctx, st)

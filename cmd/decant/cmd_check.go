@@ -8,9 +8,6 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 )
 
-var runCheck = register(command{name: "check", summary: "check config and mappings against the live database",
-	flags: boolFlag("json", "print the report as JSON", checkReport)})
-
 // checkReport prints the report of check, as JSON or as text, and returns
 // 1 when it found an error.
 func checkReport(ctx context.Context, c *call, asJSON bool) int {

@@ -36,15 +36,13 @@ func writeConfig(t *testing.T, dsn string, createPub bool, files map[string]stri
 	return path
 }
 
-func runCmd(t *testing.T, run func(context.Context, []string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {
+// runCmd runs the command name with args and returns its exit code, stdout
+// and stderr.
+func runCmd(t *testing.T, name string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := commands[name].run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-func checkCmd(ctx context.Context, args []string, out, errb *bytes.Buffer) int {
-	return runCheck(ctx, args, out, errb)
 }
 
 func shopSQL(t *testing.T) string {
@@ -88,7 +86,7 @@ GRANT SELECT ON customers, orders, products, invoices TO `+role)
 	u.User = url.User(role)
 	cfg := writeConfig(t, u.String(), true, map[string]string{"bad.yaml": badMapping})
 
-	code, out, errOut := runCmd(t, checkCmd, "--config", cfg, "--json")
+	code, out, errOut := runCmd(t, "check", "--config", cfg, "--json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 	}
@@ -122,7 +120,7 @@ GRANT SELECT ON customers, orders, products, invoices TO `+role)
 		t.Logf("report:\n%s", out)
 	}
 	// The text output says the same.
-	code, text, _ := runCmd(t, checkCmd, "--config", cfg)
+	code, text, _ := runCmd(t, "check", "--config", cfg)
 	t.Logf("decant check output:\n%s", text)
 	if code != 1 || !strings.Contains(text, "fix: ALTER TABLE \"public\".\"orders\" REPLICA IDENTITY FULL;") {
 		t.Errorf("text output (exit %d):\n%s", code, text)
@@ -137,7 +135,7 @@ func TestCheckCorrectSetup(t *testing.T) {
 ALTER TABLE order_lines REPLICA IDENTITY FULL;
 CREATE PUBLICATION decant FOR ALL TABLES`)
 	cfg := writeConfig(t, pg.DSN, false, map[string]string{"shop.yaml": productExample})
-	code, out, errOut := runCmd(t, checkCmd, "--config", cfg)
+	code, out, errOut := runCmd(t, "check", "--config", cfg)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 	}
@@ -157,8 +155,7 @@ func TestInitThenCheckAndBuild(t *testing.T) {
 	pg.Exec(t, string(kinds))
 	cfg := writeConfig(t, pg.DSN, false, map[string]string{"placeholder.yaml": "version: 1\naggregates:\n  x: {table: users}\n"})
 	outFile := filepath.Join(filepath.Dir(cfg), "mappings", "generated.yaml")
-	code, _, errOut := runCmd(t, func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runInit(ctx, a, o, e) },
-		"--config", cfg, "--out", outFile)
+	code, _, errOut := runCmd(t, "init", "--config", cfg, "--out", outFile)
 	if code != 0 {
 		t.Fatalf("init: exit %d: %s", code, errOut)
 	}
@@ -167,7 +164,7 @@ func TestInitThenCheckAndBuild(t *testing.T) {
 	}
 	// Before the replica identities are set, check asks for them.
 	pg.Exec(t, "CREATE PUBLICATION decant FOR ALL TABLES")
-	code, out, _ := runCmd(t, checkCmd, "--config", cfg)
+	code, out, _ := runCmd(t, "check", "--config", cfg)
 	if code != 1 || !strings.Contains(out, "REPLICA IDENTITY FULL") {
 		t.Fatalf("check before replica identity: exit %d\n%s", code, out)
 	}
@@ -175,7 +172,7 @@ func TestInitThenCheckAndBuild(t *testing.T) {
   FOR r IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname IN ('public', 'billing') LOOP
     EXECUTE format('ALTER TABLE %I.%I REPLICA IDENTITY FULL', r.schemaname, r.tablename);
   END LOOP; END $$`)
-	code, out, errOut = runCmd(t, checkCmd, "--config", cfg)
+	code, out, errOut = runCmd(t, "check", "--config", cfg)
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
 	}
@@ -241,16 +238,15 @@ func TestExplain(t *testing.T) {
 	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
 	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
-	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runExplain(ctx, a, o, e) }
-	code, out, errOut := runCmd(t, run, "customer", "--config", cfg)
+	code, out, errOut := runCmd(t, "explain", "customer", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "json_build_object") || !strings.Contains(out, "-- route aggregates.customer.relations.tags.through") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = runCmd(t, run, "--config", cfg, "customer", "--index")
+	code, out, _ = runCmd(t, "explain", "--config", cfg, "customer", "--index")
 	if code != 0 || !strings.Contains(out, `"nested"`) {
 		t.Errorf("--index: exit %d\n%s", code, out)
 	}
-	code, _, errOut = runCmd(t, run, "--config", cfg, "custmer")
+	code, _, errOut = runCmd(t, "explain", "--config", cfg, "custmer")
 	if code != 1 || !strings.Contains(errOut, "the mappings define: customer") {
 		t.Errorf("unknown aggregate: exit %d %s", code, errOut)
 	}
@@ -258,7 +254,7 @@ func TestExplain(t *testing.T) {
 
 func TestCheckMappingErrorsNeedNoDatabase(t *testing.T) {
 	cfg := writeConfig(t, "postgres://nobody@127.0.0.1:1/none", true, map[string]string{"a.yaml": "version: 1\naggregates:\n  a: {tabel: x}\n"})
-	code, out, _ := runCmd(t, checkCmd, "--config", cfg)
+	code, out, _ := runCmd(t, "check", "--config", cfg)
 	if code != 1 || !strings.Contains(out, `a.yaml:3:7: aggregates.a.tabel: unknown key "tabel"; did you mean "table"?`) {
 		t.Errorf("exit %d\n%s", code, out)
 	}

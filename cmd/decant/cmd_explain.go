@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-var runExplain = register(command{name: "explain", summary: "print the generated SQL of an aggregate (build and routes)",
-	nargs: 1, hint: "name one aggregate, e.g. decant explain customer",
-	flags: boolFlag("index", "print the Elasticsearch index settings and mapping", explain)})
-
 func explain(ctx context.Context, c *call, index bool) int {
 	cfg, conn, code := c.connect(ctx)
 	if conn == nil {

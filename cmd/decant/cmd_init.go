@@ -11,15 +11,15 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 )
 
-var runInit = register(command{name: "init", summary: "write a starting mapping from the database's foreign keys",
-	flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		var opts mappings.InitOptions
-		fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
-		fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
-		fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
-		out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
-		return func(ctx context.Context, c *call) int { return initMapping(ctx, c, opts, *out) }
-	}})
+// initFlags adds the flags of init and returns its body.
+func initFlags(fs *flag.FlagSet) func(context.Context, *call) int {
+	var opts mappings.InitOptions
+	fs.StringVar(&opts.Schema, "schema", "public", "schema whose tables become aggregates")
+	fs.Var((*stringsFlag)(&opts.Roots), "root", "root table of an aggregate (repeatable; schema.table allowed)")
+	fs.IntVar(&opts.Depth, "depth", 3, "how deep one-to-many relations nest")
+	out := fs.String("out", "", "write to this file instead of stdout (refuses to overwrite)")
+	return func(ctx context.Context, c *call) int { return initMapping(ctx, c, opts, *out) }
+}
 
 type stringsFlag []string
 

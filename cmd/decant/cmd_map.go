@@ -7,9 +7,6 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runMap = register(command{name: "map", summary: "run the map stage: raw changes → refs of affected aggregates",
-	flags: noFlags(stageCommand("map", "map stage stopped", newMapStage))})
-
 // newMapStage refuses mappings whose tables lack the before images the
 // map stage needs (exit code 2), then opens the mapper.
 func newMapStage(_ context.Context, st *stack) (stage, int, error) {

@@ -8,9 +8,6 @@ import (
 	"github.com/decant-cdc/decant/resolver"
 )
 
-var runPreview = register(command{name: "preview", summary: "print the document of one aggregate id as it would be indexed",
-	nargs: 2, hint: `give an aggregate and an id, e.g. decant preview customer '{"id":7}'`, flags: noFlags(preview)})
-
 func preview(ctx context.Context, c *call) int {
 	st, err := c.openStack(ctx)
 	if err != nil {

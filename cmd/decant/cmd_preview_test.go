@@ -15,9 +15,8 @@ func TestPreview(t *testing.T) {
 	pg := testenv.Postgres(t)
 	pg.Exec(t, shopSQL(t))
 	cfg := writeConfig(t, pg.DSN, true, map[string]string{"shop.yaml": productExample})
-	run := func(ctx context.Context, a []string, o, e *bytes.Buffer) int { return runPreview(ctx, a, o, e) }
 	for _, arg := range []string{"1", `{"id": 1}`} {
-		code, out, errOut := runCmd(t, run, "customer", arg, "--config", cfg)
+		code, out, errOut := runCmd(t, "preview", "customer", arg, "--config", cfg)
 		if code != 0 {
 			t.Fatalf("preview customer %s: exit %d\n%s", arg, code, errOut)
 		}
@@ -37,15 +36,15 @@ func TestPreview(t *testing.T) {
 			t.Errorf("output is not indented:\n%s", out)
 		}
 	}
-	code, out, _ := runCmd(t, run, "customer", "999", "--config", cfg)
+	code, out, _ := runCmd(t, "preview", "customer", "999", "--config", cfg)
 	if code != 0 || !strings.Contains(out, `"deleted": true`) || !strings.Contains(out, `"doc": null`) {
 		t.Errorf("missing id: exit %d\n%s", code, out)
 	}
-	code, _, errOut := runCmd(t, run, "customer", `{"nope":1}`, "--config", cfg)
+	code, _, errOut := runCmd(t, "preview", "customer", `{"nope":1}`, "--config", cfg)
 	if code != 2 || !strings.Contains(errOut, `no value for id column "id"`) {
 		t.Errorf("bad id: exit %d %s", code, errOut)
 	}
-	code, _, errOut = runCmd(t, run, "custmer", "1", "--config", cfg)
+	code, _, errOut = runCmd(t, "preview", "custmer", "1", "--config", cfg)
 	if code != 1 || !strings.Contains(errOut, "the mappings define: customer") {
 		t.Errorf("unknown aggregate: exit %d %s", code, errOut)
 	}

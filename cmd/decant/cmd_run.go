@@ -18,9 +18,6 @@ import (
 	"github.com/decant-cdc/decant/watermark"
 )
 
-var runRun = register(command{name: "run", summary: "run every stage (stream, map, build, index) in one process",
-	flags: boolFlag("no-backfill", "do not build every document of an aggregate that has none yet", runAll)})
-
 func runAll(ctx context.Context, c *call, noBackfill bool) int {
 	cfg, err := config.Load(c.configPath, os.Environ())
 	if err != nil {

@@ -7,9 +7,6 @@ import (
 	"github.com/decant-cdc/decant/watermark"
 )
 
-var runStatus = register(command{name: "status", summary: "show slot lag, stage lag, watermarks, DLQ counts and documents",
-	nargs: -1, flags: boolFlag("json", "print JSON for scripts", status)})
-
 func status(ctx context.Context, c *call, asJSON bool) int {
 	v, code := c.openOpsView(ctx)
 	if v == nil {

@@ -6,9 +6,6 @@ import (
 	"github.com/decant-cdc/decant/streamer"
 )
 
-var runStream = register(command{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics",
-	nargs: -1, flags: noFlags(stageCommand("stream", "streamer stopped", newStreamStage))})
-
 // newStreamStage opens the streamer; a config it refuses is exit code 2.
 func newStreamStage(_ context.Context, st *stack) (stage, int, error) {
 	s, err := streamer.New(st.streamerConfig())

@@ -12,12 +12,12 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
-var runWait = register(command{name: "wait", summary: "block until a WAL position is reflected in every sink",
-	nargs: -1, flags: func(fs *flag.FlagSet) func(context.Context, *call) int {
-		lsn := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
-		timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-		return func(ctx context.Context, c *call) int { return wait(ctx, c, *lsn, *timeout) }
-	}})
+// waitFlags adds the flags of wait and returns its body.
+func waitFlags(fs *flag.FlagSet) func(context.Context, *call) int {
+	lsn := fs.String("lsn", "", "WAL position to wait for (SELECT pg_current_wal_lsn())")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	return func(ctx context.Context, c *call) int { return wait(ctx, c, *lsn, *timeout) }
+}
 
 func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) int {
 	lsn, err := wire.ParseLSN(lsnArg)

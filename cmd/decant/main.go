@@ -43,15 +43,6 @@ type call struct {
 	stdout, stderr   io.Writer
 }
 
-// commands is filled by the cmd_*.go files.
-var commands = map[string]command{}
-
-// register adds a command and returns its entry point.
-func register(c command) func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	commands[c.name] = c
-	return c.run
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

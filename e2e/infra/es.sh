@@ -143,21 +143,25 @@ heap_mb() {  # 512m -> 512, 1g -> 1024
   esac
 }
 
-wait_healthy() {
-  local pid="$1" deadline=$((SECONDS + DECANT_WAIT_SECS))
-  until healthy; do
-    if ! alive "$pid"; then
+# es_ready PID: the wait_for probe. Fails fast (exits) when the JVM died,
+# instead of polling a dead process until the timeout. wait_for silences the
+# probe's output, so messages go to fd 8 (the script's stderr; fd 9 is the lock).
+es_ready() {
+  if ! alive "$1"; then
+    {
       rm -f "$ES_PID"
-      log "last lines of $ES_OUT:"; tail -n 30 "$ES_OUT" >&2 || true
-      log "last lines of $ES_LOG:"; tail -n 30 "$ES_LOG" >&2 || true
+      log "last lines of $ES_OUT:"; tail -n 30 "$ES_OUT" || true
+      log "last lines of $ES_LOG:"; tail -n 30 "$ES_LOG" || true
       die "Elasticsearch exited during start-up; see $ES_LOG and $ES_OUT"
-    fi
-    if [ $SECONDS -ge $deadline ]; then
-      log "last lines of $ES_LOG:"; tail -n 30 "$ES_LOG" >&2 || true
-      die "Elasticsearch did not become healthy (yellow) within ${DECANT_WAIT_SECS}s; see $ES_LOG and $ES_OUT"
-    fi
-    sleep 0.5
-  done
+    } 2>&8 >&8
+  fi
+  healthy
+}
+
+# wait_healthy PID: wait until Elasticsearch is healthy (yellow).
+wait_healthy() {
+  exec 8>&2
+  wait_for Elasticsearch "$ES_LOG" es_ready "$1"
 }
 
 # --- commands ---------------------------------------------------------------

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
@@ -192,13 +191,7 @@ func runRaw(b *testing.B, k *testenv.KafkaEnv, name string, rows, rate, secs int
 func rawFreshness(b *testing.B, pg *testenv.PG, k *testenv.KafkaEnv, p *proc, topic string, n, rate int) (latencies, float64, float64) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
-	ends, err := k.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	from := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	cl, err := k.TailClient(ctx, topic)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -201,6 +203,19 @@ func (k *KafkaEnv) Records(tb testing.TB, topic string) []*kgo.Record {
 	return recs
 }
 
+// TailClient returns a client that consumes topic from the end offsets its
+// partitions have now, so that it sees only the records produced after the
+// call. The caller closes it.
+func (k *KafkaEnv) TailClient(ctx context.Context, topic string) (*kgo.Client, error) {
+	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	return kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+}
+
 // ReadTopic reads every record of topic, from its start offsets to the end
 // offsets it lists first; the records of a partition are in offset order.
 // Fetch errors are retried by the client until ctx ends.
@@ -257,6 +272,19 @@ type ESEnv struct {
 	URL    string
 	Prefix string // unique index prefix, e.g. t3f9a0c1b2
 	Client *elasticsearch.Client
+}
+
+// Do sends an Elasticsearch request and returns its status code and body;
+// it fails the test when the request cannot be sent.
+func (e *ESEnv) Do(tb testing.TB, req esapi.Request) (int, []byte) {
+	tb.Helper()
+	res, err := req.Do(context.Background(), e.Client)
+	if err != nil {
+		tb.Fatalf("%T: %v", req, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
 }
 
 // Elasticsearch returns a unique index prefix; indexes starting with it are deleted at cleanup.
