@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -77,12 +78,8 @@ func Backfill(ctx context.Context, cfg Config, db *pgxpool.Pool, model *mappings
 		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
 			break
 		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxtime.Sleep(ctx, 100*time.Millisecond) {
 			return nil, ctx.Err()
-		case <-t.C:
 		}
 	}
 	if err != nil {
@@ -175,12 +172,8 @@ func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(don
 		if complete {
 			return nil
 		}
-		t := time.NewTimer(200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxtime.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -79,12 +80,8 @@ func openSnapshot(ctx context.Context, conn *pgxpool.Conn, xids []uint32, timeou
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: %d of %d still invisible after %s", errNotVisible, invisible, len(xids), timeout)
 		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxtime.Sleep(ctx, 20*time.Millisecond) {
 			return nil, ctx.Err()
-		case <-t.C:
 		}
 	}
 }

@@ -11,31 +11,25 @@ import (
 )
 
 // endOffsets returns the end offset of every partition of topic that has
-// records (end > start).
+// records (end > start); a topic that does not exist has none.
 func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	ends, err := allEndOffsets(ctx, adm, topic)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return map[int32]int64{}, nil
 	}
-	out := map[int32]int64{}
-	var lerr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			if !errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-				lerr = fmt.Errorf("end offset of %s/%d: %w", topic, o.Partition, o.Err)
-			}
-			return
+	if err != nil {
+		return nil, err
+	}
+	for p, end := range ends {
+		if s, ok := starts.Lookup(topic, p); !ok || s.Err != nil || end <= s.Offset {
+			delete(ends, p)
 		}
-		s, ok := starts.Lookup(topic, o.Partition)
-		if ok && s.Err == nil && o.Offset > s.Offset {
-			out[o.Partition] = o.Offset
-		}
-	})
-	return out, lerr
+	}
+	return ends, nil
 }
 
 // scanKeys calls fn with the key of every non-tombstone record of topic up

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/decant-cdc/decant/internal/ctxtime"
 )
 
 // Topic names. Every topic decant writes starts with the configured prefix
@@ -85,12 +87,8 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 				return nil
 			}
 		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxtime.Sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 	return nil // not ready after 10 s: let the producer's own retries decide
