@@ -188,7 +188,7 @@ func (e *resEnv) startMapper(name string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.start(name, func(ctx context.Context) error { defer m.Close(); return m.Run(ctx) })
+	e.start(name, func(ctx context.Context) error { return m.Run(ctx) })
 }
 
 func (e *resEnv) startBuilder(name string) {
@@ -196,7 +196,7 @@ func (e *resEnv) startBuilder(name string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.start(name, func(ctx context.Context) error { defer b.Close(); return b.Run(ctx) })
+	e.start(name, func(ctx context.Context) error { return b.Run(ctx) })
 }
 
 // topics returns the raw topics and refs topics of the model.
@@ -468,7 +468,6 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		if err != nil {
 			return err
 		}
-		defer m.Close()
 		return m.Run(ctx)
 	case "build":
 		ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: plain, TopicPrefix: c.Prefix, Partitions: c.Partitions, Logger: log})
@@ -496,7 +495,6 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		if err != nil {
 			return err
 		}
-		defer b.Close()
 		return b.Run(ctx)
 	}
 	return fmt.Errorf("unknown stage %q", c.Stage)

@@ -56,12 +56,6 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 	return b, nil
 }
 
-// Close does nothing and may be called any number of times: Run opens
-// every client it uses and releases it before it returns, and the pool
-// belongs to the caller. It is here so every stage has the same lifecycle
-// (New, Run, Close) and callers need not know which stages hold resources.
-func (b *Builder) Close() {}
-
 // Run consumes refs and builds documents until ctx is cancelled. A batch
 // that fails (database, sink or Kafka error, transactions not visible in
 // time) is not committed: the session restarts and builds it again.

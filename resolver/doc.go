@@ -87,12 +87,10 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer m.Close()
 //	b, err := resolver.NewBuilder(cfg, model, pool, resolver.Sinks{kafkaSink, esSink})
 //	if err != nil {
 //		return err
 //	}
-//	defer b.Close()
 //	// run both until ctx is cancelled (errgroup or two goroutines)
 //	go m.Run(ctx)
 //	return b.Run(ctx)

@@ -96,12 +96,6 @@ func selectAggregates(model *mappings.Model, names []string) ([]*mappings.Aggreg
 	return out, nil
 }
 
-// Close does nothing and may be called any number of times: Run opens
-// every client it uses and releases it before it returns, and the pool
-// belongs to the caller. It is here so every stage has the same lifecycle
-// (New, Run, Close) and callers need not know which stages hold resources.
-func (m *Mapper) Close() {}
-
 // Run consumes and resolves until ctx is cancelled. A failed batch
 // (database or Kafka error) is not committed: the session restarts after
 // a backoff and consumes it again. Run returns nil on cancellation.

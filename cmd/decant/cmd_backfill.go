@@ -34,7 +34,12 @@ func (j *backfillJob) run(ctx context.Context, c *call) int {
 	}
 	j.st, j.call = st, c
 	ctx, cancel := context.WithCancel(ctx)
-	defer j.stop(cancel)
+	defer func() { // stops the --build stage, waits for it, closes its sinks
+		cancel()
+		if j.stopBuild != nil {
+			j.stopBuild()
+		}
+	}()
 	if j.reindex {
 		return j.runReindex(ctx)
 	}
@@ -64,36 +69,22 @@ type backfillJob struct {
 	stopBuild              func() // waits for the --build stage, then closes its sinks
 }
 
-// stop cancels the build stage, waits for it, then closes its sinks.
-func (j *backfillJob) stop(cancel context.CancelFunc) {
-	cancel()
-	if j.stopBuild != nil {
-		j.stopBuild()
-	}
-}
-
 // startBuild runs a build stage in this process (--build) until ctx ends.
 // With --reindex it starts once the new index exists, so the sinks accept
 // the changed mapping (they check the index at start).
 func (j *backfillJob) startBuild(ctx context.Context) error {
-	sink, closeSinks, err := newSinks(ctx, j.st)
+	b, _, err := newBuildStage(ctx, j.st)
 	if err != nil {
-		return err
-	}
-	b, err := resolver.NewBuilder(j.st.rcfg, j.st.model, j.st.pool, sink)
-	if err != nil {
-		closeSinks()
 		return err
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer b.Close()
-		if err := b.Run(ctx); err != nil {
+		if err := b.run(ctx); err != nil {
 			j.st.log.Error("build stage stopped", "err", err)
 		}
 	}()
-	j.stopBuild = func() { <-done; closeSinks() }
+	j.stopBuild = func() { <-done; b.close() }
 	return nil
 }
 

@@ -11,11 +11,11 @@ import (
 // map stage needs (exit code 2), then opens the mapper.
 func newMapStage(_ context.Context, st *stack) (stage, int, error) {
 	if err := mappings.RequireBeforeImages(st.model, st.cat); err != nil {
-		return nil, 2, err
+		return stage{}, 2, err
 	}
 	m, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
-		return nil, 1, err
+		return stage{}, 1, err
 	}
-	return m, 0, nil
+	return stage{run: m.Run}, 0, nil
 }

@@ -103,21 +103,15 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	if err != nil {
 		return err
 	}
-	sink, closeSinks, err := newSinks(ctx, st)
-	if err != nil {
-		return err
-	}
-	defer closeSinks()
 	mapper, err := resolver.NewMapper(st.rcfg, st.model, st.pool)
 	if err != nil {
 		return err
 	}
-	defer mapper.Close()
-	builder, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
+	builder, _, err := newBuildStage(ctx, st)
 	if err != nil {
 		return err
 	}
-	defer builder.Close()
+	defer builder.close()
 	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refresher(p.es, st.model.Aggregates), st.reg)
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
@@ -135,7 +129,7 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	}
 	stage("stream", p.str.Run)
 	stage("map", mapper.Run)
-	stage("build", builder.Run)
+	stage("build", builder.run)
 	g.Go(func() error { return ops.Serve(gctx, cfg.HTTP.Listen) })
 	if backfill && firstStart { // decided before the streamer creates the slot
 		g.Go(func() error { resolver.BackfillEmpty(gctx, st.rcfg, st.pool, st.model); return nil })

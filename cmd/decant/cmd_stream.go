@@ -10,9 +10,9 @@ import (
 func newStreamStage(_ context.Context, st *stack) (stage, int, error) {
 	s, err := streamer.New(st.streamerConfig())
 	if err != nil {
-		return nil, 2, err
+		return stage{}, 2, err
 	}
-	return s, 0, nil
+	return stage{s.Run, s.Close}, 0, nil
 }
 
 // streamerConfig maps decant.yaml onto the streamer. When the publication

@@ -15,9 +15,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -75,13 +76,8 @@ func helpText(name string) string {
 }
 
 func usage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var list strings.Builder
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
 		fmt.Fprintf(&list, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, strings.Replace(helpText("decant"), "{{commands}}", list.String(), 1))

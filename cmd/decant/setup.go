@@ -92,10 +92,11 @@ func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	return t, nil
 }
 
-// stage is what the stream, map and build commands run.
-type stage interface {
-	Run(ctx context.Context) error
-	Close()
+// stage is what the stream, map and build commands run: run until ctx
+// ends, then close (nil when there is nothing to release).
+type stage struct {
+	run   func(ctx context.Context) error
+	close func()
 }
 
 // stageCommand is the body of the command that runs one stage: it opens
@@ -113,8 +114,10 @@ func stageCommand(name, stopped string, newStage func(ctx context.Context, st *s
 		if err != nil {
 			return c.fail(code, err)
 		}
-		defer s.Close()
-		return st.runStage(ctx, name, stopped, s.Run)
+		if s.close != nil {
+			defer s.close()
+		}
+		return st.runStage(ctx, name, stopped, s.run)
 	}
 }
 
