@@ -1,0 +1,89 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
+)
+
+// TestESSinkBoundsRequestsInFlight: however many Writes run at once (the
+// build stage keeps several batches in flight, each writing in parallel),
+// at most MaxRequests bulk requests reach Elasticsearch at a time, and
+// every Write still succeeds. The server is a stand-in that only counts
+// concurrent _bulk requests; the sink's behaviour against a real
+// Elasticsearch is covered by the e2e suites.
+func TestESSinkBoundsRequestsInFlight(t *testing.T) {
+	for _, limit := range []int{1, 3} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			var now, peak atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Elastic-Product", "Elasticsearch")
+				w.Header().Set("Content-Type", "application/json")
+				if strings.Contains(r.URL.Path, "_alias") {
+					fmt.Fprint(w, `{"idx":{"aliases":{"docs":{}}}}`)
+					return
+				}
+				n := now.Add(1)
+				defer now.Add(-1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				time.Sleep(50 * time.Millisecond)
+				var body bytes.Buffer
+				_, _ = body.ReadFrom(r.Body)
+				actions := bytes.Count(body.Bytes(), []byte("\n")) / 2
+				items := make([]string, actions)
+				for i := range items {
+					items[i] = `{"index":{"_index":"idx","status":201,"result":"created"}}`
+				}
+				fmt.Fprintf(w, `{"errors":false,"items":[%s]}`, strings.Join(items, ","))
+			}))
+			defer srv.Close()
+			es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewESSink(ESSinkConfig{Client: es, Aliases: map[string]string{"doc": "docs"},
+				Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, MaxRequests: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := wire.Document{Aggregate: "doc", ID: json.RawMessage(fmt.Sprintf(`{"id":%d}`, i)), Version: 1, Doc: json.RawMessage(`{"a":1}`)}
+					errs <- s.Write(context.Background(), []wire.Document{d})
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := peak.Load(); got != int32(limit) {
+				t.Errorf("%d bulk requests were in flight at once, want at most and, with 8 concurrent writes, exactly MaxRequests = %d", got, limit)
+			}
+			if got := s.Stats().Written; got != 8 {
+				t.Errorf("%d documents written, want 8", got)
+			}
+		})
+	}
+}
