@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,16 +87,17 @@ func (b *Builder) session(ctx context.Context) error {
 
 // pipeline polls refs and builds them until ctx ends or a batch fails.
 //
-// Up to maxInFlight polled batches are in flight at once: the next one is
-// polled and built while the documents of the previous ones are still
-// being written, so that PostgreSQL and the sinks do not idle at every
+// Up to maxInFlight polled batches (maxPollsInFlight polls' worth of refs)
+// are in flight at once: the next one is polled and built while the
+// documents of the previous ones are still being written, so that PostgreSQL and the sinks do not idle at every
 // batch boundary, and so that a slow sink (Elasticsearch, minutes of
 // retries) does not hold back the aggregate topic, which the next batches
 // keep writing while the older ones wait (the Elasticsearch sink bounds
 // its own requests in flight). Offsets are still committed in poll
-// order, each batch once the sinks accepted all of its documents. A batch
-// that names a key an earlier one is still building waits for it (and
-// for every batch before it), so two builds of one key never overlap.
+// order, each batch once the sinks accepted all of its documents. The keys
+// of a batch that an earlier batch in flight still builds are built once
+// that batch is done, while the rest of the batch goes ahead: two builds
+// of one key never overlap, and the newer one writes last.
 // Rebalances are allowed only with nothing in flight: when a poll finds
 // nothing new, and at least every drainInterval under a steady backlog.
 func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
@@ -155,7 +157,20 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		return nil
 	}
 	for {
-		if err := commitUpTo(len(inflight) - (maxInFlight - 1)); err != nil {
+		// Room for one more poll: at most maxInFlight batches and
+		// maxPollsInFlight polls' worth of refs (batches are as small as
+		// the rate makes them, so under a trickle more of them may wait
+		// for a slow sink while the aggregate topic stays fresh).
+		pollMax := pollChunks * b.cfg.BatchSize * b.cfg.Workers
+		queued := 0
+		for _, bt := range inflight {
+			queued += len(bt.recs)
+		}
+		wait := 0
+		for ; wait < len(inflight) && (len(inflight)-wait > maxInFlight-1 || queued > (maxPollsInFlight-1)*pollMax); wait++ {
+			queued -= len(inflight[wait].recs)
+		}
+		if err := commitUpTo(wait); err != nil {
 			return err
 		}
 		// Up to pollChunks chunks per worker: under a backlog a batch's
@@ -173,7 +188,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 				}
 			}(inflight[0].done)
 		}
-		recs, ended, err := poll(ctx, pctx, cl, pollChunks*b.cfg.BatchSize*b.cfg.Workers)
+		recs, ended, err := poll(ctx, pctx, cl, pollMax)
 		cut := pctx.Err() != nil
 		stop()
 		if ended || err != nil {
@@ -189,15 +204,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 			continue
 		}
 		cur := b.plan(recs)
-		last := -1 // the newest batch in flight that shares a key with cur
-		for i, bt := range inflight {
-			if bt.overlaps(cur) {
-				last = i
-			}
-		}
-		if err := commitUpTo(last + 1); err != nil {
-			return err
-		}
+		cur.holdKeysOf(inflight)
 		go b.run(bctx, cur)
 		inflight = append(inflight, cur)
 		if time.Since(lastDrain) > drainInterval {
@@ -209,8 +216,14 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 }
 
 // maxInFlight is how many polled batches the build stage has in flight
-// at most (each at most pollChunks × BatchSize × Workers refs).
-const maxInFlight = 4
+// at most, and maxPollsInFlight how many full polls' worth of refs
+// (pollChunks × BatchSize × Workers each) they hold together: under a
+// backlog batches are full and 4 are in flight; at a steady rate they
+// are small, and up to 16 may wait for a slow sink.
+const (
+	maxInFlight      = 16
+	maxPollsInFlight = 4
+)
 
 // drainInterval is how long the build stage may keep batches in flight
 // without a moment at which a rebalance can happen.
@@ -221,10 +234,49 @@ const drainInterval = 3 * time.Second
 type batch struct {
 	recs   []*kgo.Record
 	chunks []chunk
-	keys   map[string]struct{} // refs topic + "\x00" + key
-	done   chan struct{}
-	n      int64
-	err    error
+	// later are the chunks of keys an earlier batch in flight still
+	// builds: they are built once every batch in after is done, so two
+	// builds of one key never overlap and the newer one writes last.
+	later []chunk
+	after []<-chan struct{}
+	keys  map[string]struct{} // refs topic + "\x00" + key
+	done  chan struct{}
+	n     int64
+	err   error
+}
+
+// holdKeysOf moves the keys of bt that a batch of inflight (all polled before
+// bt) also builds into bt.later, to be built after those batches.
+func (bt *batch) holdKeysOf(inflight []*batch) {
+	var chunks []chunk
+	for _, c := range bt.chunks {
+		free := chunk{agg: c.agg, topic: c.topic, xids: c.xids}
+		held := chunk{agg: c.agg, topic: c.topic, xids: c.xids} // the chunk's xids: a superset is harmless
+		for _, key := range c.keys {
+			k := c.topic + "\x00" + string(key)
+			owned := false
+			for _, prev := range inflight {
+				if _, ok := prev.keys[k]; ok {
+					owned = true
+					if !slices.Contains(bt.after, prev.done) {
+						bt.after = append(bt.after, prev.done)
+					}
+				}
+			}
+			if owned {
+				held.keys = append(held.keys, key)
+			} else {
+				free.keys = append(free.keys, key)
+			}
+		}
+		if len(free.keys) > 0 {
+			chunks = append(chunks, free)
+		}
+		if len(held.keys) > 0 {
+			bt.later = append(bt.later, held)
+		}
+	}
+	bt.chunks = chunks
 }
 
 // finished says whether bt is done, without waiting.
@@ -237,24 +289,34 @@ func (bt *batch) finished() bool {
 	}
 }
 
-// overlaps says whether next names a key b also builds.
-func (b *batch) overlaps(next *batch) bool {
-	small, large := b.keys, next.keys
-	if len(large) < len(small) {
-		small, large = large, small
-	}
-	for k := range small {
-		if _, ok := large[k]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // run builds and writes bt, then closes bt.done.
+// The keys an earlier batch in flight still builds are built once every
+// such batch is done, while the rest of bt goes ahead.
 func (b *Builder) run(ctx context.Context, bt *batch) {
 	defer close(bt.done)
-	bt.n, bt.err = b.buildAndWrite(ctx, bt.chunks)
+	if len(bt.later) == 0 {
+		bt.n, bt.err = b.buildAndWrite(ctx, bt.chunks)
+		return
+	}
+	var now int64
+	var nowErr error
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		now, nowErr = b.buildAndWrite(ctx, bt.chunks)
+	}()
+	for _, done := range bt.after {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	later, laterErr := int64(0), ctx.Err()
+	if laterErr == nil {
+		later, laterErr = b.buildAndWrite(ctx, bt.later)
+	}
+	<-first
+	bt.n, bt.err = now+later, cmp.Or(nowErr, laterErr)
 }
 
 // pollChunks is how many chunks of BatchSize ids per worker one poll of
@@ -263,8 +325,9 @@ const pollChunks = 8
 
 // work is the coalesced refs of one partition of one polled batch.
 type work struct {
-	agg  *mappings.Aggregate
-	keys *coalesced
+	agg   *mappings.Aggregate
+	topic string
+	keys  *coalesced
 }
 
 // coalesced holds distinct keys in first-seen order and the distinct xids
@@ -328,7 +391,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 		k := tp{r.Topic, r.Partition}
 		w := byPart[k]
 		if w == nil {
-			w = &work{agg: a, keys: newCoalesced()}
+			w = &work{agg: a, topic: r.Topic, keys: newCoalesced()}
 			byPart[k] = w
 			order = append(order, k)
 		}
@@ -344,7 +407,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			i, ok := byAgg[w.agg]
 			if !ok || len(chunks[i].keys) == b.cfg.BatchSize {
 				i = len(chunks)
-				chunks = append(chunks, chunk{agg: w.agg})
+				chunks = append(chunks, chunk{agg: w.agg, topic: w.topic})
 				byAgg[w.agg] = i
 			}
 			c := &chunks[i]
@@ -455,9 +518,10 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk) (int64, err
 // chunk is at most BatchSize distinct keys of one aggregate, built by one
 // statement, with the xids of their refs.
 type chunk struct {
-	agg  *mappings.Aggregate
-	keys [][]byte
-	xids []uint32
+	agg   *mappings.Aggregate
+	topic string // the refs topic the keys came from
+	keys  [][]byte
+	xids  []uint32
 }
 
 // buildChunk builds the documents of one chunk.

@@ -395,12 +395,12 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	}
 }
 
-// A polled batch of the build stage names the keys it builds, so that the
-// next batch, which starts while this one's last documents are written,
-// waits for it when it names one of them: two builds of one key must never
-// overlap (a later build could otherwise be overwritten by an earlier one
-// carrying the same version).
-func TestBuildBatchesOverlapOnSharedKeys(t *testing.T) {
+// A polled batch of the build stage names the keys it builds, so that a
+// later batch, which starts while this one's documents are written, holds
+// back the keys it shares with it until it is done — and only those: two
+// builds of one key must never overlap (a later build could otherwise be
+// overwritten by an earlier one carrying the same version).
+func TestBuildBatchesHoldSharedKeys(t *testing.T) {
 	model := shopModel(t)
 	a := model.Aggregate("customer")
 	if a == nil {
@@ -415,10 +415,34 @@ func TestBuildBatchesOverlapOnSharedKeys(t *testing.T) {
 	if len(first.chunks) != 2 || len(first.keys) != 3 {
 		t.Fatalf("plan: %d chunks and %d keys, want 2 chunks of at most 2 keys and 3 distinct keys", len(first.chunks), len(first.keys))
 	}
-	if other := b.plan([]*kgo.Record{rec(2, 4), rec(2, 5)}); first.overlaps(other) || other.overlaps(first) {
-		t.Error("batches with distinct keys overlap: the next one would wait for nothing")
+	other := b.plan([]*kgo.Record{rec(2, 4), rec(2, 5)})
+	other.holdKeysOf([]*batch{first})
+	if len(other.later) != 0 || len(other.after) != 0 {
+		t.Error("a batch with keys distinct from the one in flight waits for it")
 	}
-	if again := b.plan([]*kgo.Record{rec(2, 5), rec(1, 3)}); !first.overlaps(again) || !again.overlaps(first) {
-		t.Error("a batch naming key {\"id\":3} again does not overlap the one still building it")
+	again := b.plan([]*kgo.Record{rec(2, 5), rec(1, 3)})
+	again.holdKeysOf([]*batch{first, other})
+	held := func(cs []chunk) (keys []string) {
+		for _, c := range cs {
+			for _, k := range c.keys {
+				keys = append(keys, string(k))
+			}
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	if got := held(again.later); !slices.Equal(got, []string{`{"id":3}`, `{"id":5}`}) {
+		t.Errorf("keys held for the batches in flight: %v, want {\"id\":3} (first) and {\"id\":5} (other)", got)
+	}
+	if len(again.chunks) != 0 {
+		t.Errorf("keys built at once: %v, want none", held(again.chunks))
+	}
+	if len(again.after) != 2 || !slices.Contains(again.after, (<-chan struct{})(first.done)) || !slices.Contains(again.after, (<-chan struct{})(other.done)) {
+		t.Errorf("the held keys wait for %d batches, want first and other", len(again.after))
+	}
+	mixed := b.plan([]*kgo.Record{rec(1, 3), rec(1, 9)})
+	mixed.holdKeysOf([]*batch{first})
+	if got := held(mixed.chunks); !slices.Equal(got, []string{`{"id":9}`}) {
+		t.Errorf("keys built at once: %v, want only {\"id\":9}: a shared key must not hold the others back", got)
 	}
 }
