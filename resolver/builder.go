@@ -239,11 +239,14 @@ type batch struct {
 	// builds of one key never overlap and the newer one writes last.
 	later []chunk
 	after []<-chan struct{}
-	keys  map[string]struct{} // refs topic + "\x00" + key
+	keys  map[string]struct{} // batchKey of each ref
 	done  chan struct{}
 	n     int64
 	err   error
 }
+
+// batchKey names a ref's key in batch.keys: its refs topic and key.
+func batchKey(topic string, key []byte) string { return topic + "\x00" + string(key) }
 
 // holdKeysOf moves the keys of bt that a batch of inflight (all polled before
 // bt) also builds into bt.later, to be built after those batches.
@@ -253,7 +256,7 @@ func (bt *batch) holdKeysOf(inflight []*batch) {
 		free := chunk{agg: c.agg, topic: c.topic, xids: c.xids}
 		held := chunk{agg: c.agg, topic: c.topic, xids: c.xids} // the chunk's xids: a superset is harmless
 		for _, key := range c.keys {
-			k := c.topic + "\x00" + string(key)
+			k := batchKey(c.topic, key)
 			owned := false
 			for _, prev := range inflight {
 				if _, ok := prev.keys[k]; ok {
@@ -396,7 +399,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			order = append(order, k)
 		}
 		w.keys.add(r.Key, ref)
-		bt.keys[r.Topic+"\x00"+string(r.Key)] = struct{}{}
+		bt.keys[batchKey(r.Topic, r.Key)] = struct{}{}
 	}
 	// Chunks of one aggregate, filled across its partitions.
 	var chunks []chunk
