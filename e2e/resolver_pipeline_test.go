@@ -140,3 +140,54 @@ aggregates:
 		t.Errorf("versions went back: %v", e.check.violations)
 	}
 }
+
+// TestRefsTopicsAreCompacted: refs topics are compacted, so a build stage
+// down for longer than any retention loses no work: a new one is created
+// compacted, and one created deleting after 7 days (as earlier versions
+// did) is made compacted when the map or build stage starts.
+func TestRefsTopicsAreCompacted(t *testing.T) {
+	e := newResEnv(t, wireSchema, wireMapping)
+	ctx := testenv.Ctx(t)
+	old := wire.RefsTopic(e.k.Prefix, "customer")
+	if err := wire.EnsureTopic(ctx, e.k.Admin, old, 3, 1, map[string]string{"cleanup.policy": "delete", "retention.ms": "604800000"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := refsTopicConfig(t, e, old, "cleanup.policy"); got != "delete" {
+		t.Fatalf("setup: cleanup.policy = %q", got)
+	}
+	e.startBuilder("build")
+	testenv.WaitFor(t, "the build stage to make "+old+" compacted", time.Minute, func() (bool, error) {
+		return refsTopicConfig(t, e, old, "cleanup.policy") == "compact", nil
+	})
+	if got := refsTopicConfig(t, e, old, "min.compaction.lag.ms"); got != "60000" {
+		t.Errorf("min.compaction.lag.ms = %q, want 60000", got)
+	}
+
+	// A new refs topic, created by the map stage.
+	e2 := newResEnv(t, wireSchema, wireMapping)
+	e2.startMapper("map")
+	fresh := wire.RefsTopic(e2.k.Prefix, "customer")
+	testenv.WaitFor(t, "the map stage to create "+fresh, time.Minute, func() (bool, error) {
+		return refsTopicConfig(t, e2, fresh, "cleanup.policy") == "compact", nil
+	})
+}
+
+// refsTopicConfig is the value of a topic config as the broker reports it,
+// "" when the topic does not exist (yet).
+func refsTopicConfig(t *testing.T, e *resEnv, topic, name string) string {
+	t.Helper()
+	rcs, err := e.k.Admin.DescribeTopicConfigs(testenv.Ctx(t), topic)
+	if err != nil {
+		return ""
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return ""
+	}
+	for _, c := range rc.Configs {
+		if c.Key == name && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
@@ -45,6 +46,8 @@ aggregates:
 // docs/formats.md.
 func TestWireFormatsMatchGolden(t *testing.T) {
 	e := newResEnv(t, wireSchema, wireMapping)
+	reg := prometheus.NewRegistry()
+	e.cfg.Registerer = reg
 	e.startStreamer()
 	e.startMapper("map")
 	e.startBuilder("build")
@@ -108,6 +111,36 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 	captured["deadletter map"] = pick(dead, dlq("map", ""))
 	captured["deadletter index elasticsearch"] = pick(dead, dlq("index", "elasticsearch"))
 
+	// Records no decant stage wrote: a raw record that is not a change
+	// event and a ref whose key is not a customer id. Each goes to the
+	// dead-letter topic, is counted, and the stages go on.
+	for _, r := range []*kgo.Record{
+		{Topic: wire.RawTopic(e.k.Prefix, "public", "customers"), Key: []byte(`{"id":7}`), Value: []byte(`not a change`)},
+		{Topic: wire.RefsTopic(e.k.Prefix, "customer"), Key: []byte(`{"customer_id":7}`), Value: []byte(`{}`)},
+	} {
+		if err := e.k.Client.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unreadable := func(stage string) func(map[string]any) bool {
+		return func(m map[string]any) bool { return m["stage"] == stage && m["record"] != nil }
+	}
+	dead = read(wire.DLQTopic(e.k.Prefix), func(recs []*kgo.Record) bool {
+		return has(unreadable("map"))(recs) && has(unreadable("build"))(recs)
+	})
+	captured["deadletter map unreadable"] = pick(dead, unreadable("map"))
+	captured["deadletter build unreadable"] = pick(dead, unreadable("build"))
+	for name, want := range map[string]float64{"decant_resolver_map_undecodable_total": 1, "decant_resolver_build_undecodable_total": 1} {
+		if got := gathered(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	e.pg.Exec(t, `UPDATE customers SET name = 'After the bad records' WHERE id = 7`)
+	read(wire.AggTopic(e.k.Prefix, "customer"), has(func(m map[string]any) bool {
+		d, _ := m["doc"].(map[string]any)
+		return d != nil && d["name"] == "After the bad records"
+	}))
+
 	if dir := os.Getenv("DECANT_CAPTURE_DIR"); dir != "" {
 		var names []string
 		for n := range captured {
@@ -131,6 +164,7 @@ func TestWireFormatsMatchGolden(t *testing.T) {
 	golden := map[string]string{ // kind → golden file and the line of its example
 		"change": "change.golden", "ref": "ref.golden", "document": "document.golden",
 		"deadletter stream refused": "deadletter.golden", "deadletter map": "deadletter.golden", "deadletter index elasticsearch": "deadletter.golden",
+		"deadletter map unreadable": "deadletter.golden", "deadletter build unreadable": "deadletter.golden",
 	}
 	for kind, r := range captured {
 		want := wireGoldenShapes(t, golden[kind])
@@ -237,4 +271,24 @@ func wireSkip(dec *json.Decoder) error {
 		}
 	}
 	return nil
+}
+
+// gathered is the value of the counter or gauge name in reg (summed over
+// its labels), 0 when reg has none.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }

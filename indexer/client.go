@@ -11,6 +11,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/internal/esclient"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -26,11 +27,7 @@ func NewClient(cfg config.Elasticsearch) (*elasticsearch.Client, error) {
 		return nil, err
 	}
 	ec := elasticsearch.Config{Addresses: cfg.URLs, Username: cfg.Username, Password: cfg.Password, APIKey: cfg.APIKey}
-	if tc != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		ec.Transport = tr
-	}
+	ec.Transport = esclient.Transport(tc)
 	es, err := elasticsearch.NewClient(ec)
 	if err != nil {
 		return nil, fmt.Errorf("elasticsearch: %w", err)

@@ -7,6 +7,7 @@
 //	GET /metrics        Prometheus metrics of the process
 //	GET /healthz        200 while the process runs
 //	GET /readyz         200 when every stage of the process runs, else 503
+//	                    (with why, for a stage stopped on a mapping error)
 //	GET /v1/watermarks  how far each stage has got (watermark.Watermarks)
 //	GET /v1/wait        ?lsn=&timeout=: 200 once the LSN is in every sink
 //	                    and searchable, 408 on timeout

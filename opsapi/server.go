@@ -29,8 +29,9 @@ type Server struct {
 	refresh func(ctx context.Context) error
 	gather  prometheus.Gatherer
 
-	mu     sync.Mutex
-	stages map[string]bool // stage → running
+	mu      sync.Mutex
+	stages  map[string]bool   // stage → running
+	stopped map[string]string // stage → why it stopped, for a stage that stopped on an error no retry fixes
 }
 
 // NewServer returns a server answering from tracker (nil when Kafka is not
@@ -38,13 +39,22 @@ type Server struct {
 // with refresh (nil without a search sink) and serving gather on /metrics.
 // It does no I/O.
 func NewServer(log *slog.Logger, tracker *watermark.Tracker, refresh func(context.Context) error, gather prometheus.Gatherer) *Server {
-	return &Server{log: log, tracker: tracker, refresh: refresh, gather: gather, stages: map[string]bool{}}
+	return &Server{log: log, tracker: tracker, refresh: refresh, gather: gather, stages: map[string]bool{}, stopped: map[string]string{}}
 }
 
 // SetStage records whether a stage is running, for /readyz.
 func (o *Server) SetStage(name string, running bool) {
 	o.mu.Lock()
 	o.stages[name] = running
+	o.mu.Unlock()
+}
+
+// StageStopped records that a stage stopped on an error that no retry
+// fixes: /readyz answers 503 with why and the fix until the process restarts.
+func (o *Server) StageStopped(name, why string) {
+	o.mu.Lock()
+	o.stages[name] = false
+	o.stopped[name] = why
 	o.mu.Unlock()
 }
 
@@ -83,7 +93,11 @@ func (o *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": ready, "stages": o.stages})
+	body := map[string]any{"ready": ready, "stages": o.stages}
+	if len(o.stopped) > 0 {
+		body["stopped"] = o.stopped
+	}
+	writeJSON(w, status, body)
 }
 
 func (o *Server) watermarks(w http.ResponseWriter, r *http.Request) {

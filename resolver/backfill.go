@@ -67,7 +67,7 @@ func Backfill(ctx context.Context, cfg Config, db *pgxpool.Pool, model *mappings
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topic := wire.RefsTopic(cfg.TopicPrefix, a.Name)
-	if err := ensureTopic(ctx, adm, &cfg, topic, wire.RefsTopicConfigs(cfg.RefsRetention)); err != nil {
+	if err := ensureRefsTopic(ctx, adm, &cfg, topic); err != nil {
 		return nil, err
 	}
 	res := &Backfilled{Aggregate: a.Name}

@@ -78,7 +78,7 @@ func (b *Builder) session(ctx context.Context) error {
 	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, t := range topics {
-		if err := ensureTopic(ctx, adm, &b.cfg, t, wire.RefsTopicConfigs(b.cfg.RefsRetention)); err != nil {
+		if err := ensureRefsTopic(ctx, adm, &b.cfg, t); err != nil {
 			return err
 		}
 	}
@@ -204,6 +204,9 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 			continue
 		}
 		cur := b.plan(recs)
+		if err := b.deadLetterBad(ctx, cl, cur.bad); err != nil {
+			return err
+		}
 		cur.holdKeysOf(inflight)
 		go b.run(bctx, cur)
 		inflight = append(inflight, cur)
@@ -213,6 +216,22 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 			}
 		}
 	}
+}
+
+// deadLetterBad writes the refs of a batch that cannot be read to the
+// dead-letter topic and waits for their acknowledgement, before the
+// batch's offsets can be committed.
+func (b *Builder) deadLetterBad(ctx context.Context, cl *kgo.Client, bad []badRecord) error {
+	if len(bad) == 0 {
+		return nil
+	}
+	var a acks
+	deadLetterBad(ctx, cl, b.log, b.cfg.TopicPrefix, wire.StageBuild, bad, &a)
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush dead letters: %w", err)
+	}
+	b.met.bad.Add(float64(len(bad)))
+	return a.first()
 }
 
 // maxInFlight is how many polled batches the build stage has in flight
@@ -240,6 +259,7 @@ type batch struct {
 	later []chunk
 	after []<-chan struct{}
 	keys  map[string]struct{} // batchKey of each ref
+	bad   []badRecord         // refs that cannot be read, for the dead-letter topic
 	done  chan struct{}
 	n     int64
 	err   error
@@ -386,9 +406,14 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 		if a == nil || r.Value == nil {
 			continue
 		}
+		if _, err := parseKey(a, r.Key); err != nil {
+			bt.bad = append(bt.bad, badRecord{r, err}) // no build can ever succeed for it
+			continue
+		}
 		var ref wire.Ref
 		if err := json.Unmarshal(r.Value, &ref); err != nil {
-			b.log.Error("refs record is not a ref; building its key anyway", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			// The key alone says what to build: build it, and say so.
+			bt.bad = append(bt.bad, badRecord{r, fmt.Errorf("refs record is not a ref (its key is built anyway): %w", err)})
 		}
 		b.met.refs.WithLabelValues(a.Name).Inc()
 		k := tp{r.Topic, r.Partition}
@@ -532,7 +557,7 @@ func (b *Builder) buildChunk(ctx context.Context, c chunk) ([]wire.Document, err
 	started := time.Now()
 	docs, err := build(ctx, b.db, c.agg, c.keys, c.xids, b.cfg.VisibilityTimeout, b.log)
 	if err != nil {
-		return nil, err
+		return nil, mappingBroken("build", c.agg.Name, err)
 	}
 	b.met.statements.Observe(time.Since(started).Seconds())
 	return docs, nil
@@ -585,7 +610,7 @@ func parseKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) {
 // one snapshot in which every xid is visible. It returns one document per
 // distinct key, in the order given: ids without a row are Deleted. A key
 // that cannot be parsed is logged and skipped: no build can ever succeed
-// for it.
+// for it (the build stage dead-letters such refs before they get here).
 func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys [][]byte, xids []uint32, visibility time.Duration, log *slog.Logger) ([]wire.Document, error) {
 	canon := make([][]byte, 0, len(keys))
 	vals := make([][]json.RawMessage, 0, len(keys))

@@ -28,9 +28,6 @@ type Config struct {
 	// (refs topics; raw topics the streamer has not created yet). Default: 6 and 1.
 	Partitions        int
 	ReplicationFactor int
-	// RefsRetention is the retention.ms of refs topics (a work queue, not
-	// compacted). Default: 7 days.
-	RefsRetention time.Duration
 	// BatchSize bounds the changes (map) or ids (build) one SQL statement
 	// handles. Default: 500.
 	BatchSize int
@@ -69,9 +66,6 @@ func (c *Config) defaults() {
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = d.Kafka.ReplicationFactor
-	}
-	if c.RefsRetention == 0 {
-		c.RefsRetention = 7 * 24 * time.Hour
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = d.Resolver.BatchSize

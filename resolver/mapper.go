@@ -116,7 +116,7 @@ func (m *Mapper) session(ctx context.Context) error {
 	defer leaveGroup(cl)
 	adm := kadm.NewClient(cl)
 	for _, a := range m.aggs {
-		if err := ensureTopic(ctx, adm, &m.cfg, wire.RefsTopic(m.cfg.TopicPrefix, a.Name), wire.RefsTopicConfigs(m.cfg.RefsRetention)); err != nil {
+		if err := ensureRefsTopic(ctx, adm, &m.cfg, wire.RefsTopic(m.cfg.TopicPrefix, a.Name)); err != nil {
 			return err
 		}
 	}
@@ -159,6 +159,7 @@ func (m *Mapper) session(ctx context.Context) error {
 func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (int64, error) {
 	changes := make([]*wire.Change, 0, len(recs))
 	skipped := map[mappings.TableName]int{}
+	var bad []badRecord
 	for _, r := range recs {
 		if r.Value == nil {
 			continue // tombstone after a delete
@@ -173,8 +174,7 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 		}
 		ch := new(wire.Change)
 		if err := json.Unmarshal(r.Value, ch); err != nil {
-			m.met.bad.Inc()
-			m.log.Error("raw record is not a change event; skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			bad = append(bad, badRecord{r, err})
 			continue
 		}
 		changes = append(changes, ch)
@@ -192,6 +192,8 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 	m.met.skipped.Add(float64(p.skipped + nskipped))
 	out := &refWriter{cl: cl, prefix: m.cfg.TopicPrefix, seen: map[string]struct{}{}, met: m.met}
 	m.deadLetterNoBefore(ctx, cl, p.noBefore, &out.acks)
+	deadLetterBad(ctx, cl, m.log, m.cfg.TopicPrefix, wire.StageMap, bad, &out.acks)
+	m.met.bad.Add(float64(len(bad)))
 	for _, kr := range p.direct.refs {
 		if err := out.produce(ctx, kr.Aggregate, kr.Key, kr.Ref); err != nil {
 			return 0, err
@@ -245,7 +247,7 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 	defer snap.tx.Rollback(context.Background()) //nolint:errcheck // read-only
 	for _, lb := range p.lookups {
 		if err := m.lookup(ctx, snap, lb, out); err != nil {
-			return err
+			return mappingBroken("map", lb.route.Aggregate, err)
 		}
 	}
 	for _, tr := range p.truncated {
@@ -258,7 +260,7 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 		m.log.Info(why+": rebuilding every document", "aggregate", a.Name, "table", ref.Table, "lsn", ref.CommitLSN, "root", tr.root)
 		produce := func(key []byte) error { return out.produce(ctx, a.Name, key, ref) }
 		if err := rootIDs(ctx, snap.tx, a, 10_000, produce); err != nil {
-			return err
+			return mappingBroken("map", a.Name, err)
 		}
 		if tr.root {
 			// Documents whose roots are gone: every id that has one.

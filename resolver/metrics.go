@@ -25,7 +25,7 @@ func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
 		refs:    metric.Register(reg, metric.CounterVec("decant_resolver_map_refs_total", "Refs produced (after coalescing within a batch), by aggregate.", "aggregate")),
 		lookups: metric.Register(reg, metric.Seconds("decant_resolver_map_lookup_seconds", "Duration of one batched lookup query, rows streamed included.", 16)),
 		batches: metric.Register(reg, metric.Seconds("decant_resolver_map_batch_seconds", "Duration of one polled batch, from poll to commit.", 16)),
-		bad:     metric.Register(reg, metric.Counter("decant_resolver_map_undecodable_total", "Raw records that are not change events (logged and skipped).")),
+		bad:     metric.Register(reg, metric.Counter("decant_resolver_map_undecodable_total", "Raw records that are not change events, written to the dead-letter topic.")),
 		dlq:     metric.Register(reg, metric.CounterVec("decant_resolver_map_dlq_total", "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table.", "table")),
 	}
 }
@@ -36,6 +36,7 @@ type buildMetrics struct {
 	statements prometheus.Histogram
 	writes     prometheus.Histogram
 	invisible  prometheus.Counter
+	bad        prometheus.Counter
 }
 
 func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
@@ -45,5 +46,6 @@ func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
 		statements: metric.Register(reg, metric.Seconds("decant_resolver_build_statement_seconds", "Duration of one build statement (a chunk of ids).", 16)),
 		writes:     metric.Register(reg, metric.Seconds("decant_resolver_build_sink_seconds", "Duration of one Sink.Write.", 16)),
 		invisible:  metric.Register(reg, metric.Counter("decant_resolver_build_not_visible_total", "Batches retried because their transactions were not visible in time.")),
+		bad:        metric.Register(reg, metric.Counter("decant_resolver_build_undecodable_total", "Refs records whose key is not an id of their aggregate or whose value is not a ref, written to the dead-letter topic.")),
 	}
 }

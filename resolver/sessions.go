@@ -13,7 +13,8 @@ import (
 // runSessions runs session until ctx ends, restarting it after an error
 // with a backoff (1s doubling to 30s, reset after a session that ran a
 // minute). A session that fails did not commit its batch, so the batch is
-// consumed again: this is the single retry path of each stage.
+// consumed again: this is the single retry path of each stage. A
+// *MappingError is returned instead: retrying cannot fix it.
 func runSessions(ctx context.Context, log *slog.Logger, session func(context.Context) error) error {
 	backoff := time.Second
 	for {
@@ -24,6 +25,9 @@ func runSessions(ctx context.Context, log *slog.Logger, session func(context.Con
 		}
 		if err == nil {
 			return nil
+		}
+		if me := (*MappingError)(nil); errors.As(err, &me) {
+			return err // no retry can fix it: the stage stops (cmd/decant reports it)
 		}
 		if time.Since(started) > time.Minute {
 			backoff = time.Second
@@ -50,6 +54,7 @@ func groupClient(opts []kgo.Opt, group string, topics []string) (*kgo.Client, er
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.FetchMinBytes(4<<10),
 		// Bounded fetch buffers: a backlog of millions of records must not
 		// become millions of records in memory (issue 5, fan-out test).
 		kgo.FetchMaxBytes(1<<20), kgo.FetchMaxPartitionBytes(256<<10), kgo.MaxConcurrentFetches(2),

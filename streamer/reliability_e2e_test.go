@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -402,4 +404,55 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 		t.Fatalf("peak RSS %d MB, want < 300 MB", peak>>20)
 	}
 	c.Term(60 * time.Second)
+}
+
+// TestSnapshotRedoneAfterKillTombstonesDeletedRows: kill -9 mid-snapshot,
+// delete rows the first attempt had written, restart. The slot is dropped
+// and the snapshot redone; the deleted rows are not in the new image, and
+// their records from the first attempt must not stay in the compacted
+// raw topic: after the redo, the last record of every key is the table's
+// row, and the deleted keys end in a tombstone.
+func TestSnapshotRedoneAfterKillTombstonesDeletedRows(t *testing.T) {
+	// w is snapshotted first (tables go in name order), then z, large
+	// enough that the kill lands while z is read.
+	e := newEnv(t, `CREATE TABLE w (id int PRIMARY KEY, n int NOT NULL);
+		INSERT INTO w SELECT g, 0 FROM generate_series(1, 50000) g;
+		CREATE TABLE z (id int PRIMARY KEY);
+		INSERT INTO z SELECT generate_series(1, 2000000);`)
+	topic := wire.RawTopic(e.k.Prefix, "public", "w")
+	c := e.startChild("streamer-1")
+	ctx := testenv.Ctx(t)
+	testenv.WaitFor(t, "the first snapshot attempt to be done with w and reading z", 2*time.Minute, func() (bool, error) {
+		ends, err := e.k.Admin.ListEndOffsets(ctx, wire.RawTopic(e.k.Prefix, "public", "z"))
+		if err != nil {
+			return false, nil
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n > 0, nil
+	})
+	c.Kill()
+	for _, r := range e.readStateTopic(wire.StateTopic(e.cfg.TopicPrefix)) {
+		var m wire.SnapshotMarker
+		if json.Unmarshal(r, &m) == nil && m.Done {
+			t.Fatal("the snapshot completed before the kill: the test proves nothing (make the table larger)")
+		}
+	}
+	e.pg.Exec(t, `DELETE FROM w WHERE id <= 20000`)
+	first := lastPerKey(e.readTopic(topic))
+	deletedWritten := 0
+	for id := 1; id <= 20000; id++ {
+		if _, ok := first[fmt.Sprintf(`{"id":%d}`, id)]; ok {
+			deletedWritten++
+		}
+	}
+	if deletedWritten == 0 {
+		t.Fatal("the first attempt wrote none of the rows deleted after it: the test proves nothing")
+	}
+
+	e.startChild("streamer-2")
+	e.waitSnapshotMarker()
+	e.waitCaughtUp(2 * time.Minute)
+	sameState(t, lastPerKey(e.readTopic(topic)), e.tableState("w", `jsonb_build_object('id', id)::text`))
+	t.Logf("first attempt wrote %d rows before kill -9, %d of them deleted before the redo", len(first), deletedWritten)
 }

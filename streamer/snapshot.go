@@ -137,6 +137,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	enc := &encoder{types: s.types}
 	started := time.Now()
 	var total int64
+	prior := map[string]map[int32]int64{} // topic → partitions holding an earlier image (see sweep)
 	for _, t := range tables {
 		cols, pk, generated, err := tableColumns(ctx, tx, t.oid)
 		if err != nil {
@@ -153,6 +154,11 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions), wire.RawTopicConfigs()); err != nil {
 			return err
 		}
+		if p, err := s.priorEnds(ctx, r.topic); err != nil {
+			return err
+		} else if len(p) > 0 {
+			prior[r.topic] = p
+		}
 		n, err := s.snapshotTable(ctx, tx, enc, r, generated, t.pages, t.rowsPerPage, cp, mark)
 		if err != nil {
 			return fmt.Errorf("table %s.%s: %w", t.schema, t.table, err)
@@ -165,6 +171,19 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	}
 	if err := s.fatalErr(); err != nil {
 		return err
+	}
+	for topic, p := range prior {
+		n, err := s.sweep(ctx, topic, p, mark, cp)
+		if err != nil {
+			return err
+		}
+		if err := s.kafka.Flush(ctx); err != nil {
+			return err
+		}
+		if err := s.fatalErr(); err != nil {
+			return err
+		}
+		s.log.Info("snapshot sweep: tombstoned the rows of an earlier image that no longer exist", "topic", topic, "keys", n)
 	}
 	s.log.Info("initial snapshot complete", "tables", len(tables), "rows", total, "took", time.Since(started).Round(time.Millisecond))
 	return nil

@@ -6,6 +6,7 @@ import "encoding/json"
 const (
 	StageStream = "stream" // streamer: WAL → raw topics
 	StageMap    = "map"    // resolver map: raw changes → refs
+	StageBuild  = "build"  // resolver build: refs → documents
 	StageIndex  = "index"  // indexer sinks: documents → aggregate topics, Elasticsearch
 )
 
@@ -17,16 +18,20 @@ const (
 //   - stream, Kafka refused the raw record: Topic, Key, ValueBytes, Reason;
 //   - map, change without the before image it needs: Table, Op, Key, LSN,
 //     CommitLSN, Aggregates, Missing, Reason;
+//   - map, raw record that is not a change event, and build, ref whose key
+//     is not an id of its aggregate (or whose value is not a ref): Topic,
+//     Record, Key, ValueBytes, Reason;
 //   - index: Sink, Aggregate, ID, Version, Index or Topic, Status, Reason.
 type DeadLetter struct {
-	Stage      string          `json:"stage"`                 // StageStream, StageMap or StageIndex
+	Stage      string          `json:"stage"`                 // StageStream, StageMap, StageBuild or StageIndex
 	Sink       string          `json:"sink,omitempty"`        // index: "elasticsearch" or "kafka"
 	Table      string          `json:"table,omitempty"`       // source table "schema.table"
 	Aggregate  string          `json:"aggregate,omitempty"`   // index: aggregate name
 	ID         json.RawMessage `json:"id,omitempty"`          // index: aggregate id object
 	Version    uint64          `json:"version,omitempty"`     // index: document version
 	Index      string          `json:"index,omitempty"`       // index: Elasticsearch alias or index that refused it
-	Topic      string          `json:"topic,omitempty"`       // the Kafka topic that refused the record
+	Topic      string          `json:"topic,omitempty"`       // the Kafka topic that refused the record, or that holds the unreadable one
+	Record     string          `json:"record,omitempty"`      // map, build: the unreadable record, topic/partition/offset
 	Op         Op              `json:"op,omitempty"`          // map: op of the change
 	Key        json.RawMessage `json:"key,omitempty"`         // the refused record's key (raw key)
 	ValueBytes int             `json:"value_bytes,omitempty"` // stream: size of the refused value

@@ -82,6 +82,10 @@ func TestDeadLetterGolden(t *testing.T) {
 		{Stage: StageStream, Table: "public.customers", LSN: "0/30C17B10", Reason: "table public.customers: key column \"id\" not sent by PostgreSQL (type 'u')"},
 		{Stage: StageIndex, Sink: "kafka", Aggregate: "customer", ID: json.RawMessage(`{"id":7}`), Version: 817985344, Topic: "shop.agg.customer",
 			Reason: "MESSAGE_TOO_LARGE: The request included a message larger than the max message size the server will accept"},
+		{Stage: StageMap, Topic: "shop.raw.public.customers", Record: "shop.raw.public.customers/0/4", Key: json.RawMessage(`{"id":7}`), ValueBytes: 12,
+			Reason: "invalid character 'o' in literal null (expecting 'u')"},
+		{Stage: StageBuild, Topic: "shop.refs.customer", Record: "shop.refs.customer/0/3", Key: json.RawMessage(`{"customer_id":7}`), ValueBytes: 2,
+			Reason: `aggregate customer: key {"customer_id":7} has no value for id column "id"`},
 	}
 	var keys, values []any
 	for _, l := range letters {

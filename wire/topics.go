@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,9 +43,14 @@ func RawTopicConfigs() map[string]string { return map[string]string{"cleanup.pol
 // StateTopicConfigs: the state topic is compacted (one partition).
 func StateTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
 
-// RefsTopicConfigs: refs topics are a work queue, deleted after retention.
-func RefsTopicConfigs(retention time.Duration) map[string]string {
-	return map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)}
+// RefsTopicConfigs: refs topics are compacted, keyed by aggregate id, so
+// that work is never lost to retention however long the build stage is
+// down: a ref says "this document changed", and the last ref of an id
+// (whose transaction committed last) stands for the ones before it. A
+// ref is kept at least a minute before a newer one may replace it, far
+// longer than a committed transaction takes to become visible.
+func RefsTopicConfigs() map[string]string {
+	return map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 }
 
 // AggTopicConfigs: aggregate topics are compacted (keyed by aggregate id).

@@ -95,7 +95,9 @@ func (p *pipeline) close() {
 }
 
 // run wires the map and build stages to the sinks and runs every stage
-// until ctx ends or one fails; a failing stage stops the others. With
+// until ctx ends or one fails; a failing stage stops the others, except
+// one whose SQL no longer matches the database: it stops alone
+// (stageStopped) and /readyz says so. With
 // backfill, aggregates with no documents yet are backfilled (first start).
 func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	st, cfg := p.stack, p.cfg
@@ -117,8 +119,13 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {
 			ops.SetStage(name, true)
-			defer ops.SetStage(name, false)
-			if err := f(gctx); err != nil {
+			err := f(gctx)
+			if err != nil && stageStopped(gctx, st.log, ops, cfg, st.pool, name, err) {
+				<-gctx.Done() // stopped; the other stages go on
+				return nil
+			}
+			ops.SetStage(name, false)
+			if err != nil {
 				return fmt.Errorf("%s stage: %w", name, err)
 			}
 			if ctx.Err() == nil && gctx.Err() == nil {

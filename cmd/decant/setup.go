@@ -142,7 +142,11 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 	defer func() { cancel(); <-done }()
 	ops.SetStage(name, true)
 	if err := run(ctx); err != nil {
-		s.log.Error(stopped, "err", err)
+		if stageStopped(ctx, s.log, ops, s.cfg, s.pool, name, err) {
+			<-ctx.Done() // keep answering /readyz (503, why) until stopped
+		} else {
+			s.log.Error(stopped, "err", err)
+		}
 		return 1
 	}
 	return 0

@@ -851,3 +851,48 @@ func TestServersUnreachableMidRun(t *testing.T) {
 	p.WaitConverged(2 * time.Minute)
 	stop(run)
 }
+
+// TestSchemaChangeBreaksMapping: a mapped column dropped, then a join
+// column retyped, while `decant run` runs. Each time the build stage stops
+// (no retry can fix it) with an error naming the aggregate, PostgreSQL's
+// message, the mapping problem at file:line:column and the fix, /readyz
+// answers 503 saying why, and the stream stage goes on. After the fix and
+// a restart, the changes made meanwhile are built: nothing was lost.
+func TestSchemaChangeBreaksMapping(t *testing.T) {
+	t.Parallel()
+	p, run := newConverged(t)
+	for i, c := range []struct {
+		name, brk, pgMessage, problem, fix string
+	}{
+		{"drop", `ALTER TABLE items DROP COLUMN name`, `column [a-z0-9_.]*name does not exist`, `column \\"name\\" does not exist in table public.items`,
+			`ALTER TABLE items ADD COLUMN name text; UPDATE items SET name = 'item' || id`},
+		{"retype", `ALTER TABLE items DROP CONSTRAINT items_category_id_fkey; ALTER TABLE items ALTER COLUMN category_id TYPE text`, `operator does not exist`, `category_id`,
+			`ALTER TABLE items ALTER COLUMN category_id TYPE int USING category_id::int`},
+	} {
+		p.PG.Exec(t, c.brk)
+		title := fmt.Sprintf("title after %s", c.name)
+		p.PG.Exec(t, fmt.Sprintf(`UPDATE categories SET title = '%s' WHERE id = 1`, title))
+		line := waitLog(t, run, `level=ERROR msg="stage stopped: the mappings no longer match the database" stage=build aggregate=category[^\n]*`, 90*time.Second)
+		for _, want := range []string{c.pgMessage, `problems="[^\n]*\.yaml:\d+:\d+: [^\n]*` + c.problem, `fix="run .decant check.`, `decant backfill --reindex category`} {
+			if !regexp.MustCompile(want).MatchString(line) {
+				t.Errorf("%s: the log line does not match %q:\n%s", c.name, want, line)
+			}
+		}
+		code, body, err := testenv.Get("http://" + p.HTTP + "/readyz")
+		if code != 503 || !strings.Contains(body, `"build":false`) || !strings.Contains(body, `"stopped"`) || !strings.Contains(body, "decant check") {
+			t.Errorf("%s: /readyz = %d %s (%v), want 503 saying the build stage stopped and the fix", c.name, code, body, err)
+		}
+		// The stream stage goes on.
+		p.PG.Exec(t, fmt.Sprintf(`INSERT INTO items (id, category_id) VALUES (%d, '2')`, 10+i))
+		p.waitRaw("the item inserted while the build stage is stopped", []int{10 + i}, wire.OpCreate)
+
+		p.PG.Exec(t, c.fix)
+		stop(run)
+		run = p.start("run-after-"+c.name, "run")
+		p.WaitConverged(90 * time.Second)
+		if docs, err := p.ESDocs(); err != nil || !strings.Contains(docs["1"], title) {
+			t.Fatalf("%s: category 1 after the fix: %s (%v), want %q", c.name, docs["1"], err, title)
+		}
+	}
+	stop(run)
+}

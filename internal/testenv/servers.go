@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/internal/esclient"
 )
 
 func env(name, def string) string {
@@ -291,7 +293,9 @@ func (e *ESEnv) Do(tb testing.TB, req esapi.Request) (int, []byte) {
 func Elasticsearch(t testing.TB) *ESEnv {
 	t.Helper()
 	Integration(t)
-	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{ESURL()}})
+	// decant's own client settings, so that direct loads measured as
+	// ceilings get the same connections and uncompressed responses.
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{ESURL()}, Transport: esclient.Transport(nil)})
 	if err != nil {
 		t.Fatalf("Elasticsearch: %v", err)
 	}
