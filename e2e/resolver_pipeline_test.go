@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/resolver"
@@ -190,4 +195,78 @@ func refsTopicConfig(t *testing.T, e *resEnv, topic, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestCompactionUnderLaggingMapStage: while the map stage is stopped, an
+// order moves from customer 1 to 2 (only the move's before image names
+// customer 1), then is updated again; the raw topic's segments roll and
+// the log cleaner removes the move before the map stage reads it (the
+// topic's min.compaction.lag.ms is set to 0 here, as if the map stage had
+// lagged more than the day decant gives it). The map stage finds the hole
+// in the offsets and rebuilds every customer: customer 1 no longer holds
+// the order.
+func TestCompactionUnderLaggingMapStage(t *testing.T) {
+	e := newResEnv(t, wireSchema, wireMapping)
+	reg := prometheus.NewRegistry()
+	e.cfg.Registerer = reg
+	e.startStreamer()
+	e.startMapper("map")
+	e.startBuilder("build")
+	e.pg.Exec(t, `INSERT INTO customers VALUES (1, 'Ann', NULL, NULL, NULL), (2, 'Bob', NULL, NULL, NULL)`)
+	e.pg.Exec(t, `INSERT INTO orders VALUES (100, 1, 10.00), (101, 2, 1.00)`)
+	e.waitQuiet(2 * time.Minute)
+	e.stop("map")
+
+	ctx := testenv.Ctx(t)
+	topic := wire.RawTopic(e.k.Prefix, "public", "orders")
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
+	resp, err := e.k.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "200"), set("min.cleanable.dirty.ratio", "0.001"),
+		set("min.compaction.lag.ms", "0"), set("delete.retention.ms", "0")}, topic)
+	if err == nil {
+		err = resp[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, `UPDATE orders SET customer_id = 2 WHERE id = 100`)
+	moved := func(recs []*kgo.Record) bool {
+		for _, r := range recs {
+			var c wire.Change
+			if string(r.Key) == `{"id":100}` && json.Unmarshal(r.Value, &c) == nil && strings.Contains(string(c.Before), `"customer_id":1`) {
+				return true
+			}
+		}
+		return false
+	}
+	read := func() ([]*kgo.Record, error) {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return testenv.ReadTopic(rctx, e.k.Admin, e.k.Brokers, topic)
+	}
+	testenv.WaitFor(t, "the move in "+topic, time.Minute, func() (bool, error) {
+		recs, err := read()
+		return err == nil && moved(recs), err
+	})
+	testenv.WaitEvery(t, "the log cleaner to remove the move from "+topic, 2*time.Minute, 300*time.Millisecond, func() (bool, error) {
+		// Newer records of the same key, and of another, roll segments.
+		e.pg.Exec(t, `UPDATE orders SET total = total + 1 WHERE id IN (100, 101)`)
+		recs, err := read()
+		return err == nil && !moved(recs), err
+	})
+
+	e.startMapper("map-after")
+	e.waitQuiet(2 * time.Minute)
+	state, problems := e.aggTopicState("customer")
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if doc := string(state[`{"id":1}`]); strings.Contains(doc, `"id":100`) {
+		t.Errorf("customer 1 still holds order 100 after the map stage read a compacted raw topic: %s", doc)
+	}
+	if doc := string(state[`{"id":2}`]); !strings.Contains(doc, `"id":100`) {
+		t.Errorf("customer 2 does not hold order 100: %s", doc)
+	}
+	if n := gathered(t, reg, "decant_resolver_map_compacted_gaps_total"); n < 1 {
+		t.Errorf("decant_resolver_map_compacted_gaps_total = %v, want at least 1", n)
+	}
 }

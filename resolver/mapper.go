@@ -109,7 +109,8 @@ func (m *Mapper) session(ctx context.Context) error {
 	// rebuild it planned may never have reached the refs topic, so the
 	// next session plans again from the first snapshot row it re-reads.
 	m.planner.forget()
-	cl, err := groupClient(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), m.cfg.Group+".map", m.topics)
+	gaps := newGapTracker()
+	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (m *Mapper) session(ctx context.Context) error {
 	return consume(ctx, cl, mapPollBatches*m.cfg.BatchSize,
 		func(recs []*kgo.Record) (int64, error) {
 			started = time.Now()
-			return m.handle(ctx, cl, recs)
+			return m.handle(ctx, cl, gaps, recs)
 		},
 		func(recs []*kgo.Record, n int64) {
 			m.met.batches.Observe(time.Since(started).Seconds())
@@ -156,8 +157,13 @@ func (m *Mapper) session(ctx context.Context) error {
 
 // handle resolves one batch and produces its refs; it returns once Kafka
 // acknowledged every one of them, with their number.
-func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (int64, error) {
+func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, gaps *gapTracker, recs []*kgo.Record) (int64, error) {
 	changes := make([]*wire.Change, 0, len(recs))
+	for topic, g := range gaps.check(recs, cl.CommittedOffsets) {
+		if ch := m.compactedAway(topic, g); ch != nil {
+			changes = append(changes, ch)
+		}
+	}
 	skipped := map[mappings.TableName]int{}
 	var bad []badRecord
 	for _, r := range recs {
@@ -211,6 +217,27 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record)
 		return 0, err
 	}
 	return out.n, nil
+}
+
+// compactedAway reports a hole in a raw topic (see gapTracker) and
+// returns the change that repairs it: a TRUNCATE of the topic's table, so
+// that every document of the aggregates using it is rebuilt (and, for a
+// root table, every id with a document: a delete may be what was lost).
+func (m *Mapper) compactedAway(topic string, g gap) *wire.Change {
+	table, ok := m.tables[topic]
+	if !ok {
+		return nil
+	}
+	lsn := "0/0"
+	for _, h := range g.first.Headers {
+		if h.Key == wire.HeaderLSN {
+			lsn = string(h.Value)
+		}
+	}
+	m.met.gaps.WithLabelValues(table.String()).Inc()
+	m.log.Warn("records of a raw topic were compacted away before the map stage read them (it lagged more than the topic's min.compaction.lag.ms); rebuilding every document of the aggregates using the table",
+		"topic", topic, "partition", g.partition, "offsets", fmt.Sprintf("%d-%d", g.from, g.to-1), "table", table.String())
+	return &wire.Change{Op: wire.OpTruncate, Schema: table.Schema, Table: table.Name, Source: wire.Source{LSN: lsn, CommitLSN: lsn}}
 }
 
 // snapshotPlanned says, from the record's headers alone, whether r is a

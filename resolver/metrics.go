@@ -16,6 +16,7 @@ type mapMetrics struct {
 	batches prometheus.Histogram
 	bad     prometheus.Counter
 	dlq     *prometheus.CounterVec // by table
+	gaps    *prometheus.CounterVec // by table
 }
 
 func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
@@ -26,6 +27,7 @@ func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
 		lookups: metric.Register(reg, metric.Seconds("decant_resolver_map_lookup_seconds", "Duration of one batched lookup query, rows streamed included.", 16)),
 		batches: metric.Register(reg, metric.Seconds("decant_resolver_map_batch_seconds", "Duration of one polled batch, from poll to commit.", 16)),
 		bad:     metric.Register(reg, metric.Counter("decant_resolver_map_undecodable_total", "Raw records that are not change events, written to the dead-letter topic.")),
+		gaps:    metric.Register(reg, metric.CounterVec("decant_resolver_map_compacted_gaps_total", "Holes found in a raw topic: records compacted away before the map stage read them, each repaired by rebuilding every document of the aggregates using the table, by table.", "table")),
 		dlq:     metric.Register(reg, metric.CounterVec("decant_resolver_map_dlq_total", "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table.", "table")),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -37,8 +38,19 @@ func SnapshotKey(slot string) string { return "snapshot/" + slot }
 // Topic configs decant creates each kind of topic with (docs/formats.md,
 // "Topics at a glance"). Each call returns a new map.
 
-// RawTopicConfigs: raw topics are compacted (keyed by primary key).
-func RawTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
+// RawTopicConfigs: raw topics are compacted (keyed by primary key), and a
+// record is kept at least a day before a newer one of its key may replace
+// it, so that a map stage lagging less than that reads every intermediate
+// change (an old foreign key, a delete); one lagging more finds holes in
+// the offsets and rebuilds the affected documents whole (resolver's
+// gapTracker).
+func RawTopicConfigs() map[string]string {
+	return map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": strconv.FormatInt(RawMinCompactionLag.Milliseconds(), 10)}
+}
+
+// RawMinCompactionLag is the min.compaction.lag.ms of the raw topics
+// decant creates.
+const RawMinCompactionLag = 24 * time.Hour
 
 // StateTopicConfigs: the state topic is compacted (one partition).
 func StateTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "compact"} }
