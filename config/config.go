@@ -52,6 +52,12 @@ type Kafka struct {
 	Partitions int `yaml:"partitions"`
 	// ReplicationFactor for topics decant creates. Default: 1.
 	ReplicationFactor int `yaml:"replication_factor"`
+	// MinInsyncReplicas is the min.insync.replicas of topics decant
+	// creates: how many replicas must have a record before Kafka
+	// acknowledges it (decant produces with acks=all). Default: 0, meaning
+	// 2 when replication_factor is 2 or more (a record is on two brokers
+	// before it counts), else 1.
+	MinInsyncReplicas int `yaml:"min_insync_replicas"`
 	// Compression of the record batches decant produces: none, lz4,
 	// snappy, zstd or gzip. Default: none, as Kafka Connect's producers:
 	// on a local network the CPU that compression costs the producer and
@@ -241,6 +247,9 @@ func (c *Config) validate() []*Error {
 	if c.Kafka.ReplicationFactor < 1 {
 		bad("kafka.replication_factor", "must be at least 1, got %d", c.Kafka.ReplicationFactor)
 	}
+	if c.Kafka.MinInsyncReplicas < 0 || c.Kafka.MinInsyncReplicas > c.Kafka.ReplicationFactor {
+		bad("kafka.min_insync_replicas", "must be between 1 and kafka.replication_factor (%d), or 0 for the default, got %d", c.Kafka.ReplicationFactor, c.Kafka.MinInsyncReplicas)
+	}
 	switch c.Kafka.Compression {
 	case "none", "lz4", "snappy", "zstd", "gzip":
 	default:
@@ -343,4 +352,17 @@ func (c *Config) MappingPaths() ([]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+// MinInsync is the min.insync.replicas of the topics decant creates:
+// MinInsyncReplicas when set, else 2 when ReplicationFactor is 2 or more,
+// else 1.
+func (k Kafka) MinInsync() int {
+	switch {
+	case k.MinInsyncReplicas > 0:
+		return k.MinInsyncReplicas
+	case k.ReplicationFactor >= 2:
+		return 2
+	}
+	return 1
 }

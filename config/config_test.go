@@ -144,3 +144,16 @@ func TestRedacted(t *testing.T) {
 		t.Error("Redacted changed the original")
 	}
 }
+
+func TestMinInsyncReplicas(t *testing.T) {
+	for _, c := range []struct{ rf, set, want int }{{1, 0, 1}, {2, 0, 2}, {3, 0, 2}, {3, 3, 3}, {3, 1, 1}} {
+		if got := (Kafka{ReplicationFactor: c.rf, MinInsyncReplicas: c.set}).MinInsync(); got != c.want {
+			t.Errorf("replication_factor %d, min_insync_replicas %d: MinInsync() = %d, want %d", c.rf, c.set, got, c.want)
+		}
+	}
+	p := writeFile(t, "kafka:\n  replication_factor: 2\n  min_insync_replicas: 3\n")
+	_, err := Load(p, nil)
+	if want := p + `:3:24: kafka.min_insync_replicas: must be between 1 and kafka.replication_factor (2), or 0 for the default, got 3`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+}

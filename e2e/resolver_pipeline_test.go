@@ -154,7 +154,7 @@ func TestRefsTopicsAreCompacted(t *testing.T) {
 	e := newResEnv(t, wireSchema, wireMapping)
 	ctx := testenv.Ctx(t)
 	old := wire.RefsTopic(e.k.Prefix, "customer")
-	if err := wire.EnsureTopic(ctx, e.k.Admin, old, 3, 1, map[string]string{"cleanup.policy": "delete", "retention.ms": "604800000"}); err != nil {
+	if err := wire.EnsureTopic(ctx, e.k.Admin, old, 3, 1, 0, map[string]string{"cleanup.policy": "delete", "retention.ms": "604800000"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := refsTopicConfig(t, e, old, "cleanup.policy"); got != "delete" {
@@ -268,5 +268,73 @@ func TestCompactionUnderLaggingMapStage(t *testing.T) {
 	}
 	if n := gathered(t, reg, "decant_resolver_map_compacted_gaps_total"); n < 1 {
 		t.Errorf("decant_resolver_map_compacted_gaps_total = %v, want at least 1", n)
+	}
+}
+
+// resHold is a sink that holds every Write until released, then passes it
+// on to next: a build stage whose writes land late.
+type resHold struct {
+	next    resolver.Sink
+	held    chan struct{} // closed at the first Write
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *resHold) Write(ctx context.Context, docs []wire.Document) error {
+	h.once.Do(func() { close(h.held) })
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.next.Write(ctx, docs)
+}
+
+// TestRootTruncateRaceLeavesNoOrphan: a build whose snapshot predates a
+// TRUNCATE of the root table writes its document after the map stage has
+// resolved the TRUNCATE (reading the aggregate topic's ids, which did not
+// have it yet). The map stage also reads the ids of the refs topic, so the
+// TRUNCATE rebuilds that id after the late write: no orphan document.
+func TestRootTruncateRaceLeavesNoOrphan(t *testing.T) {
+	e := newResEnv(t, wireSchema, wireMapping)
+	ctx := testenv.Ctx(t)
+	hold := &resHold{next: e.kafka, held: make(chan struct{}), release: make(chan struct{})}
+	b, err := resolver.NewBuilder(e.cfg, e.model, e.pool, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startStreamer()
+	e.startMapper("map")
+	e.start("build", func(ctx context.Context) error { return b.Run(ctx) })
+
+	e.pg.Exec(t, `INSERT INTO customers VALUES (1, 'Ann', NULL, NULL, NULL)`)
+	select { // built from a snapshot in which customer 1 exists, not yet written
+	case <-hold.held:
+	case <-time.After(time.Minute):
+		t.Fatal("customer 1 never reached the sink")
+	}
+	e.pg.Exec(t, `TRUNCATE customers`)
+	var target string
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the slot to confirm the TRUNCATE", time.Minute, func() (bool, error) {
+		var ok bool
+		err := e.pg.Pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false) FROM pg_replication_slots WHERE slot_name = $1`, e.slot, target).Scan(&ok)
+		return ok, err
+	})
+	raw, _ := e.topics()
+	testenv.WaitFor(t, "the map stage to resolve the TRUNCATE", time.Minute, func() (bool, error) {
+		lag, err := testenv.GroupLag(ctx, e.k.Admin, e.k.Prefix+".map", raw...)
+		return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
+	})
+	close(hold.release)
+	e.waitQuiet(2 * time.Minute)
+	state, problems := e.aggTopicState("customer")
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if doc, ok := state[`{"id":1}`]; ok {
+		t.Errorf("customer 1 has a document after TRUNCATE customers: %s", doc)
 	}
 }

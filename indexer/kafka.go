@@ -28,6 +28,9 @@ type KafkaSinkConfig struct {
 	// Partitions and ReplicationFactor of the topics the sink creates. Default: 6 and 1.
 	Partitions        int
 	ReplicationFactor int
+	// MinInsyncReplicas of the topics the sink creates. Default: 0 (the
+	// broker's default).
+	MinInsyncReplicas int
 	// VersionGuard is how many keys the in-process last-version guard
 	// remembers (least recently written keys are forgotten first). A
 	// document older than the last version this process wrote for its key
@@ -116,7 +119,7 @@ func NewKafkaSink(cfg KafkaSinkConfig) (*KafkaSink, error) {
 	return &KafkaSink{
 		cfg: cfg, log: cfg.Logger.With("stage", "index", "sink", sinkKafka), met: newMetrics(cfg.Registerer),
 		kafka: cl, admin: admin,
-		topics: &topicSet{admin: admin, partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
+		topics: &topicSet{admin: admin, partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor), minInsync: int16(cfg.MinInsyncReplicas)},
 		guard:  newVersionGuard(cfg.VersionGuard),
 	}, nil
 }
@@ -269,6 +272,7 @@ type topicSet struct {
 	admin      *kadm.Client
 	partitions int32
 	rf         int16
+	minInsync  int16
 	created    sync.Map // topic → struct{}
 }
 
@@ -278,7 +282,7 @@ func (t *topicSet) ensure(ctx context.Context, topic string, configs map[string]
 	if _, ok := t.created.Load(topic); ok {
 		return nil
 	}
-	if err := wire.EnsureTopic(ctx, t.admin, topic, t.partitions, t.rf, configs); err != nil {
+	if err := wire.EnsureTopic(ctx, t.admin, topic, t.partitions, t.rf, t.minInsync, configs); err != nil {
 		return err
 	}
 	t.created.Store(topic, struct{}{})

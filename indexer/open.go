@@ -19,7 +19,7 @@ import (
 func OpenSinks(ctx context.Context, cfg *config.Config, aggregates []*mappings.Aggregate, kopts []kgo.Opt,
 	log *slog.Logger, reg prometheus.Registerer) (ks *KafkaSink, es *ESSink, err error) {
 	ks, err = NewKafkaSink(KafkaSinkConfig{Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, Logger: log, Registerer: reg})
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(), Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,6 +28,9 @@ type Config struct {
 	// (refs topics; raw topics the streamer has not created yet). Default: 6 and 1.
 	Partitions        int
 	ReplicationFactor int
+	// MinInsyncReplicas of the topics the resolver creates. Default: 0
+	// (the broker's default).
+	MinInsyncReplicas int
 	// BatchSize bounds the changes (map) or ids (build) one SQL statement
 	// handles. Default: 500.
 	BatchSize int
@@ -92,7 +95,7 @@ func (c *Config) defaults() {
 func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
 	return Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
-		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor,
+		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(),
 		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
 	}
 }

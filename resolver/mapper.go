@@ -290,9 +290,16 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 			return mappingBroken("map", a.Name, err)
 		}
 		if tr.root {
-			// Documents whose roots are gone: every id that has one.
-			if err := scanKeys(ctx, m.cfg.Kafka, wire.AggTopic(m.cfg.TopicPrefix, a.Name), produce); err != nil {
-				return fmt.Errorf("aggregate %s: read document ids: %w", a.Name, err)
+			// Documents whose roots are gone: every id that has one, and
+			// every id that may be about to get one — a build whose
+			// snapshot predates the truncation may write its document
+			// after the aggregate topic is read, but its ref is in the
+			// (compacted) refs topic already, and the build of this ref,
+			// later in the same partition, writes after it.
+			for _, topic := range []string{wire.AggTopic(m.cfg.TopicPrefix, a.Name), wire.RefsTopic(m.cfg.TopicPrefix, a.Name)} {
+				if err := scanKeys(ctx, m.cfg.Kafka, topic, produce); err != nil {
+					return fmt.Errorf("aggregate %s: read document ids from %s: %w", a.Name, topic, err)
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // ensureTopic creates topic when it is missing (wire.EnsureTopic), with
 // the partitions and replication factor of cfg.
 func ensureTopic(ctx context.Context, adm *kadm.Client, cfg *Config, topic string, configs map[string]string) error {
-	return wire.EnsureTopic(ctx, adm, topic, int32(cfg.Partitions), int16(cfg.ReplicationFactor), configs)
+	return wire.EnsureTopic(ctx, adm, topic, int32(cfg.Partitions), int16(cfg.ReplicationFactor), int16(cfg.MinInsyncReplicas), configs)
 }
 
 // ensureRefsTopic creates a refs topic when it is missing, compacted

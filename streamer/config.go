@@ -32,6 +32,9 @@ type Config struct {
 	// Partitions and ReplicationFactor of topics the streamer creates. Default: 6 and 1.
 	Partitions        int
 	ReplicationFactor int
+	// MinInsyncReplicas of the topics the streamer creates. Default: 0
+	// (the broker's default).
+	MinInsyncReplicas int
 	// Kafka are the client options (brokers, TLS, SASL). Required: at least kgo.SeedBrokers.
 	Kafka []kgo.Opt
 	// SnapshotMode is "initial" (snapshot every published table when the slot
@@ -88,7 +91,7 @@ func ConfigFrom(cfg *config.Config, tables []string, kopts []kgo.Opt, log *slog.
 	return Config{
 		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
 		Tables: tables, Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
-		ReplicationFactor: cfg.Kafka.ReplicationFactor, Kafka: kopts,
+		ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(), Kafka: kopts,
 		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
 		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
 		Logger: log, Registerer: reg,

@@ -396,7 +396,7 @@ func (s *Streamer) ensureTopic(ctx context.Context, topic string, partitions int
 	if _, ok := s.topics.Load(topic); ok {
 		return nil
 	}
-	if err := wire.EnsureTopic(ctx, s.admin, topic, partitions, int16(s.cfg.ReplicationFactor), configs); err != nil {
+	if err := wire.EnsureTopic(ctx, s.admin, topic, partitions, int16(s.cfg.ReplicationFactor), int16(s.cfg.MinInsyncReplicas), configs); err != nil {
 		return err
 	}
 	s.topics.Store(topic, struct{}{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ func (t *Tracker) Status(ctx context.Context, count DocumentCounter) (*Status, e
 			}
 		})
 	}
+	st.Warnings = append(st.Warnings, t.durabilityWarnings(ctx)...)
 	if count != nil {
 		for _, a := range t.cfg.Aggregates {
 			if n, ok := count(ctx, a); ok {
@@ -185,4 +187,79 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// topicDurability is how durable an existing topic is: its replication
+// factor and min.insync.replicas (0 when the broker's default applies and
+// could not be read).
+type topicDurability struct {
+	topic     string
+	replicas  int
+	minInsync int
+}
+
+// durabilityWarnings describes decant's existing topics and warns about
+// those less durable than the config asks (see durabilityRule).
+func (t *Tracker) durabilityWarnings(ctx context.Context) []string {
+	if t.cfg.ReplicationFactor == 0 {
+		return nil
+	}
+	topics := append([]string{wire.StateTopic(t.cfg.TopicPrefix), wire.DLQTopic(t.cfg.TopicPrefix)}, t.cfg.RawTopics...)
+	for _, a := range t.cfg.Aggregates {
+		topics = append(topics, wire.RefsTopic(t.cfg.TopicPrefix, a), wire.AggTopic(t.cfg.TopicPrefix, a))
+	}
+	md, err := t.admin.ListTopics(ctx, topics...)
+	if err != nil {
+		return []string{fmt.Sprintf("cannot check the durability of decant's topics: %v", err)}
+	}
+	var found []topicDurability
+	var names []string
+	for _, td := range md.Sorted() {
+		if td.Err != nil || len(td.Partitions) == 0 {
+			continue // not created yet
+		}
+		replicas := 0
+		for _, p := range td.Partitions {
+			if replicas == 0 || len(p.Replicas) < replicas {
+				replicas = len(p.Replicas)
+			}
+		}
+		found = append(found, topicDurability{topic: td.Topic, replicas: replicas})
+		names = append(names, td.Topic)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	rcs, err := t.admin.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return []string{fmt.Sprintf("cannot check the durability of decant's topics: %v", err)}
+	}
+	for i := range found {
+		if rc, err := rcs.On(found[i].topic, nil); err == nil && rc.Err == nil {
+			for _, c := range rc.Configs {
+				if c.Key == "min.insync.replicas" && c.Value != nil {
+					found[i].minInsync, _ = strconv.Atoi(*c.Value)
+				}
+			}
+		}
+	}
+	return durabilityRule(found, t.cfg.ReplicationFactor, t.cfg.MinInsync)
+}
+
+// durabilityRule is the pure rule: a topic with fewer replicas than
+// kafka.replication_factor, or whose min.insync.replicas lets Kafka
+// acknowledge a record (acks=all) that fewer brokers hold than
+// config.Kafka.MinInsync asks (a record on one broker is lost with it),
+// gets a warning with the command that fixes it.
+func durabilityRule(topics []topicDurability, wantReplicas, wantMinInsync int) []string {
+	var out []string
+	for _, td := range topics {
+		if td.replicas < wantReplicas {
+			out = append(out, fmt.Sprintf("topic %s has %d replica(s) while kafka.replication_factor is %d: reassign its partitions (kafka-reassign-partitions.sh) to add replicas", td.topic, td.replicas, wantReplicas))
+		}
+		if want := min(wantMinInsync, td.replicas); td.minInsync > 0 && td.minInsync < want {
+			out = append(out, fmt.Sprintf("topic %s has min.insync.replicas=%d with %d replicas: Kafka acknowledges records that only %d broker(s) hold; fix: kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", td.topic, td.minInsync, td.replicas, td.minInsync, td.topic, want))
+		}
+	}
+	return out
 }

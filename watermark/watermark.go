@@ -38,13 +38,18 @@ type Config struct {
 	// Snapshot is true when the streamer takes an initial snapshot
 	// (snapshot_mode initial): Wait then also needs its "done" marker.
 	Snapshot bool
+	// ReplicationFactor and MinInsync are what decant creates topics with
+	// (kafka.replication_factor, config.Kafka.MinInsync): Status warns
+	// about existing topics that are less durable. 0 checks nothing.
+	ReplicationFactor, MinInsync int
 }
 
 // ConfigFrom names what decant.yaml's pipeline consists of for the bound
 // mappings: its slot, topics and groups.
 func ConfigFrom(cfg *config.Config, model *mappings.Model) Config {
 	c := Config{Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
-		Snapshot: cfg.Streamer.Snapshots(), Aggregates: model.AggregateNames()}
+		Snapshot: cfg.Streamer.Snapshots(), Aggregates: model.AggregateNames(),
+		ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsync: cfg.Kafka.MinInsync()}
 	for _, t := range model.Tables() {
 		c.RawTopics = append(c.RawTopics, wire.RawTopic(cfg.Kafka.TopicPrefix, t.Schema, t.Name))
 	}

@@ -72,18 +72,23 @@ func AggTopicConfigs() map[string]string { return map[string]string{"cleanup.pol
 // default retention.
 func DLQTopicConfigs() map[string]string { return map[string]string{"cleanup.policy": "delete"} }
 
-// EnsureTopic creates topic with partitions, replication factor and configs
-// (topic configs such as cleanup.policy) unless it exists: Kafka's
+// EnsureTopic creates topic with partitions, replication factor,
+// min.insync.replicas (minInsync; 0 leaves the broker's default) and
+// configs (topic configs such as cleanup.policy) unless it exists: Kafka's
 // TOPIC_ALREADY_EXISTS is success, and an existing topic is left as it is.
 // It then waits, up to 10 s, until every partition of the topic has a
 // leader: a topic just created is not produceable at once (producing can
 // fail with UNKNOWN_TOPIC_OR_PARTITION). It blocks on the network, does not
 // retry the creation itself, and is safe for concurrent use; callers that
 // call it per record keep their own set of topics already ensured.
-func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor int16, configs map[string]string) error {
-	cf := make(map[string]*string, len(configs))
+func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor, minInsync int16, configs map[string]string) error {
+	cf := make(map[string]*string, len(configs)+1)
 	for k, v := range configs {
 		cf[k] = &v
+	}
+	if minInsync > 0 {
+		v := strconv.Itoa(int(minInsync))
+		cf["min.insync.replicas"] = &v
 	}
 	resp, err := adm.CreateTopic(ctx, partitions, replicationFactor, cf, topic)
 	if err == nil {
