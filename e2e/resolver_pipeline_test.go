@@ -94,6 +94,12 @@ aggregates:
 	testenv.WaitFor(t, "customer 1 at the held sink", time.Minute, func() (bool, error) {
 		return gate.writes(`{"id":1}`) > 0, fmt.Errorf("not yet")
 	})
+	// and in the aggregate topic (the Kafka sink writes beside the held one).
+	aggTopic := wire.AggTopic(e.k.Prefix, "customer")
+	testenv.WaitFor(t, aggTopic+" to exist", 30*time.Second, func() (bool, error) {
+		td, err := e.k.Admin.ListTopics(ctx, aggTopic)
+		return err == nil && td.Has(aggTopic) && td[aggTopic].Err == nil, err
+	})
 	// Later batches are built and reach the aggregate topic meanwhile.
 	for id := 2; id <= 3; id++ {
 		e.pg.Exec(t, fmt.Sprintf(`INSERT INTO customers VALUES (%d, 'c%d')`, id, id))

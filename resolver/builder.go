@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,7 +72,11 @@ func (b *Builder) session(ctx context.Context) error {
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
-	cl, err := groupClient(append([]kgo.Opt{}, b.cfg.Kafka...), b.cfg.Group+".build", topics)
+	// A rebalance that must revoke partitions waits for the batches in
+	// flight (BlockRebalanceOnPoll); franz-go says when one does.
+	wanted := new(atomic.Bool)
+	blocked := kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { wanted.Store(true) })
+	cl, err := groupClient(append([]kgo.Opt{blocked}, b.cfg.Kafka...), b.cfg.Group+".build", topics)
 	if err != nil {
 		return err
 	}
@@ -82,7 +87,7 @@ func (b *Builder) session(ctx context.Context) error {
 			return err
 		}
 	}
-	return b.pipeline(ctx, cl)
+	return b.pipeline(ctx, cl, wanted)
 }
 
 // pipeline polls refs and builds them until ctx ends or a batch fails.
@@ -98,9 +103,12 @@ func (b *Builder) session(ctx context.Context) error {
 // of a batch that an earlier batch in flight still builds are built once
 // that batch is done, while the rest of the batch goes ahead: two builds
 // of one key never overlap, and the newer one writes last.
-// Rebalances are allowed only with nothing in flight: when a poll finds
-// nothing new, and at least every drainInterval under a steady backlog.
-func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
+// Rebalances are allowed only with nothing in flight: whenever nothing is,
+// and when a rebalance waits for this member (rebalanceWanted, set by
+// franz-go's OnPartitionsCallbackBlocked), by waiting for every batch in
+// flight. A sink held for long holds a rebalance as long, not the
+// aggregate topic.
+func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted *atomic.Bool) error {
 	bctx, cancel := context.WithCancel(ctx)
 	var inflight []*batch // oldest first
 	defer func() {
@@ -110,7 +118,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		}
 	}()
 	var refs, docs int64
-	lastLog, lastDrain := time.Now(), time.Now()
+	lastLog := time.Now()
 	// commitOldest waits for the oldest batch in flight and commits it.
 	commitOldest := func() error {
 		bt := inflight[0]
@@ -153,7 +161,6 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 			return err
 		}
 		cl.AllowRebalance()
-		lastDrain = time.Now()
 		return nil
 	}
 	for {
@@ -172,6 +179,11 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		}
 		if err := commitUpTo(wait); err != nil {
 			return err
+		}
+		if rebalanceWanted.Swap(false) || len(inflight) == 0 {
+			if err := drain(); err != nil {
+				return err
+			}
 		}
 		// Up to pollChunks chunks per worker: under a backlog a batch's
 		// fixed costs (offset commit, poll) are paid once per 8 chunks a
@@ -210,11 +222,6 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client) error {
 		cur.holdKeysOf(inflight)
 		go b.run(bctx, cur)
 		inflight = append(inflight, cur)
-		if time.Since(lastDrain) > drainInterval {
-			if err := drain(); err != nil {
-				return err
-			}
-		}
 	}
 }
 
@@ -243,10 +250,6 @@ const (
 	maxInFlight      = 16
 	maxPollsInFlight = 4
 )
-
-// drainInterval is how long the build stage may keep batches in flight
-// without a moment at which a rebalance can happen.
-const drainInterval = 3 * time.Second
 
 // batch is one polled batch of refs: its chunks to build, the keys they
 // name, and once done is closed, the documents written or the error.

@@ -351,44 +351,60 @@ func TestIdleSlotAdvances(t *testing.T) {
 	t.Logf("confirmed_flush_lsn advanced %d times, %d bytes, in %s", advances, last-start, dur)
 }
 
-// TestTakeover: two streamers on one slot; kill -9 the active one and the
-// standby resumes within 15 s with nothing lost (PRODUCT.md §9).
+// TestTakeover: two streamers on one slot; kill -9 the active one while
+// rows are committed, one transaction after another, and the standby
+// resumes within 15 s with nothing lost (PRODUCT.md §9): every row
+// committed before, during and after the kill is in the raw topic.
 func TestTakeover(t *testing.T) {
 	e := newEnv(t, `CREATE TABLE w (id int PRIMARY KEY, n int NOT NULL)`)
 	a := e.startChild("a")
 	e.waitSnapshotMarker()
 	b := e.startChild("b")
-	e.pg.Exec(t, `INSERT INTO w VALUES (1, 0)`)
 	topic := wire.RawTopic(e.k.Prefix, "public", "w")
+	insert := func(from, to int) {
+		for id := from; id <= to; id++ {
+			e.pg.Exec(t, fmt.Sprintf(`INSERT INTO w VALUES (%d, 0)`, id))
+		}
+	}
+	insert(1, 200)
 	e.waitRecords(topic, 1)
-	a.Kill()
+	go func() { time.Sleep(20 * time.Millisecond); a.Kill() }() // while the next rows commit
+	insert(201, 400)
 	killed := time.Now()
-	e.pg.Exec(t, `INSERT INTO w VALUES (2, 0)`)
-	testenv.WaitFor(t, "standby streamer to deliver the insert made after the kill", 15*time.Second, func() (bool, error) {
-		return len(e.readTopic(topic)) >= 2, nil
+	testenv.WaitFor(t, "the standby streamer to deliver every row", 15*time.Second, func() (bool, error) {
+		return len(lastPerKey(e.readTopic(topic))) >= 400, nil
 	})
 	t.Logf("standby took over and delivered in %s", time.Since(killed).Round(10*time.Millisecond))
+	sameState(t, lastPerKey(e.readTopic(topic)), e.tableState("w", `jsonb_build_object('id', id)::text`))
 	b.Term(60 * time.Second)
 }
 
 // TestLargeTransactionBoundedMemory: one transaction of many rows streams
-// with bounded memory (peak RSS of the streamer process is reported and
-// must stay under 300 MB); a rolled-back large transaction emits nothing.
+// with bounded memory: the streamer process's peak RSS grows, from before
+// the transaction, by less than half the transaction's raw events (so
+// buffering the transaction would fail the test, at the size make test
+// runs too), and stays under 300 MB; a rolled-back large transaction
+// emits nothing.
 func TestLargeTransactionBoundedMemory(t *testing.T) {
-	rows := 200000
+	rows := 400000 // about 300 MB of raw events
 	if heavy() {
 		rows = 2000000
 	}
 	e := newEnv(t, `CREATE TABLE big (id int PRIMARY KEY, a text, b int)`)
 	c := e.startChild("big")
 	e.waitSnapshotMarker()
+	before, err := testenv.RSS(c.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.pg.Exec(t, `BEGIN; INSERT INTO big SELECT g, 'rolled back', 0 FROM generate_series(1, 100000) g; ROLLBACK`)
-	e.pg.Exec(t, fmt.Sprintf(`INSERT INTO big SELECT g, md5(g::text), g FROM generate_series(1, %d) g`, rows))
+	e.pg.Exec(t, fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 16), g FROM generate_series(1, %d) g`, rows))
 	e.waitCaughtUp(10 * time.Minute)
 	peak := peakRSS(t, c.Pid())
-	n, rolledBack := 0, 0
+	n, rolledBack, bytes := 0, 0, 0
 	e.scan(wire.RawTopic(e.k.Prefix, "public", "big"), false, 10*time.Minute, func(r rawRecord) {
 		n++
+		bytes += len(r.Raw)
 		if strings.Contains(string(r.Raw), "rolled back") {
 			rolledBack++
 		}
@@ -399,7 +415,10 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 	if n != rows {
 		t.Fatalf("records = %d, want %d", n, rows)
 	}
-	t.Logf("one transaction of %d rows: peak RSS %d MB", rows, peak>>20)
+	t.Logf("one transaction of %d rows (%d MB of raw events): RSS %d MB before, peak %d MB", rows, bytes>>20, before>>20, peak>>20)
+	if grew := peak - before; grew > int64(bytes)/2 {
+		t.Errorf("peak RSS grew by %d MB, more than half the transaction's %d MB of raw events: is it buffered whole?", grew>>20, bytes>>20)
+	}
 	if peak > 300<<20 {
 		t.Fatalf("peak RSS %d MB, want < 300 MB", peak>>20)
 	}

@@ -64,6 +64,9 @@ func New(cfg Config) (*Streamer, error) {
 	opts := append([]kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(cfg.MaxInFlight),
+		// and bytes: 100,000 records of wide rows (TOASTed text, jsonb)
+		// are hundreds of megabytes.
+		kgo.MaxBufferedBytes(maxBufferedBytes),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), // kafka.compression overrides it
@@ -487,3 +490,8 @@ func (s *Streamer) fatalErr() error {
 	}
 	return nil
 }
+
+// maxBufferedBytes bounds the bytes of the records produced but not yet
+// acknowledged (keys, values and headers), beside Config.MaxInFlight: at
+// the streamer's rate Kafka acknowledges that much in well under a second.
+const maxBufferedBytes = 32 << 20

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
@@ -26,6 +27,7 @@ type size struct {
 	ops                  int64   // workload operations, at least
 	rate                 float64 // operations per second
 	kill9, rebalance     int     // process faults
+	pause                int     // SIGSTOP of a map or build member
 	kafka, es, pg        int     // server restarts
 	outage               [2]time.Duration
 	converge, initialBud time.Duration // time budgets
@@ -34,10 +36,10 @@ type size struct {
 }
 
 var (
-	short = size{customers: 1000, ops: 8_000, rate: 100, kill9: 8, rebalance: 4, kafka: 2, es: 2, pg: 3,
+	short = size{customers: 1000, ops: 8_000, rate: 100, kill9: 8, rebalance: 4, pause: 3, kafka: 2, es: 2, pg: 3,
 		outage: [2]time.Duration{0, 2 * time.Second}, converge: 3 * time.Minute, initialBud: 2 * time.Minute,
 		chaosBudget: 2 * time.Minute, pgWithJVMs: true}
-	heavy = size{customers: 3000, ops: 60_000, rate: 120, kill9: 16, rebalance: 8, kafka: 6, es: 6, pg: 6,
+	heavy = size{customers: 3000, ops: 60_000, rate: 120, kill9: 16, rebalance: 8, pause: 6, kafka: 6, es: 6, pg: 6,
 		outage: [2]time.Duration{time.Second, 8 * time.Second}, converge: 10 * time.Minute, initialBud: 5 * time.Minute}
 )
 
@@ -48,10 +50,10 @@ var stageProcs = []struct{ name, stage string }{
 }
 
 // faultCounts counts the injected faults by kind.
-type faultCounts struct{ kill9, kafka, es, pg, rebalance atomic.Int64 }
+type faultCounts struct{ kill9, kafka, es, pg, rebalance, pause atomic.Int64 }
 
 func (c *faultCounts) total() int64 {
-	return c.kill9.Load() + c.kafka.Load() + c.es.Load() + c.pg.Load() + c.rebalance.Load()
+	return c.kill9.Load() + c.kafka.Load() + c.es.Load() + c.pg.Load() + c.rebalance.Load() + c.pause.Load()
 }
 
 // TestMain removes the decant binary built for this run.
@@ -159,6 +161,22 @@ http:
 		}
 	}
 
+	var counts faultCounts
+	// A crash mid-snapshot: the streamer drops the slot, snapshots again
+	// and tombstones what the first attempt wrote of rows gone since.
+	testenv.WaitFor(t, "the initial snapshot's first raw record", time.Minute, func() (bool, error) {
+		ends, err := k.Admin.ListEndOffsets(ctx, wire.RawTopic(k.Prefix, "public", "customers"))
+		if err != nil {
+			return false, nil
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n > 0, nil
+	})
+	f.signal("stream-a", syscall.SIGKILL, 500*time.Millisecond)
+	counts.kill9.Add(1)
+	t.Log("fault: kill -9 stream-a during the initial snapshot")
+
 	// The initial snapshot builds every document; then the standby joins.
 	initial := time.Now()
 	if res := converge(ctx, t, v, sz.initialBud); len(res.mismatches) > 0 {
@@ -169,6 +187,11 @@ http:
 	if err := f.start("stream-b", "stream"); err != nil {
 		t.Fatal(err)
 	}
+	// From now on the log cleaner compacts the raw topics within seconds
+	// (decant gives them a day): a map member that lags behind a kill, a
+	// pause or a rebalance may find records compacted away, and must
+	// repair the documents they concerned.
+	fastCompaction(ctx, t, k.Admin, k.Prefix)
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watch := &versionWatch{}
@@ -180,7 +203,6 @@ http:
 		t.Fatal(err)
 	}
 	var faultsDone atomic.Bool
-	var counts faultCounts
 	workDone := make(chan struct{})
 	go func() {
 		defer close(workDone)
@@ -209,6 +231,12 @@ http:
 		case "rebalance":
 			t.Logf("fault: rebalance: %s", rebalance(ctx, f, r))
 			counts.rebalance.Add(1)
+		case "pause":
+			name := []string{"map-a", "map-b", "build-a", "build-b"}[r.IntN(4)]
+			d := time.Second + time.Duration(r.IntN(7000))*time.Millisecond
+			f.pause(ctx, name, d)
+			counts.pause.Add(1)
+			t.Logf("fault: %s paused (SIGSTOP) for %s", name, d.Round(100*time.Millisecond))
 		default:
 			t0 := time.Now()
 			if err := srv.down(ctx, kind); err != nil {
@@ -232,7 +260,7 @@ http:
 		cost  time.Duration // a fault's own duration, roughly
 	}{
 		{map[string]int{"kafka": sz.kafka, "es": sz.es}, 20 * time.Second},
-		{map[string]int{"kill9": sz.kill9, "rebalance": sz.rebalance, "pg": sz.pg}, 2 * time.Second},
+		{map[string]int{"kill9": sz.kill9, "rebalance": sz.rebalance, "pause": sz.pause, "pg": sz.pg}, 2 * time.Second},
 	}
 	if sz.pgWithJVMs { // a PostgreSQL shutdown waits for the streamer, which waits for Kafka
 		plans[0].kinds["pg"], plans[1].kinds["pg"] = sz.pg, 0
@@ -283,8 +311,8 @@ http:
 	res.mismatches = append(res.mismatches, watch.violations...)
 
 	self, term := f.exits()
-	summary := fmt.Sprintf("CHAOS operations=%d faults=%d (kill9=%d, kafka=%d, es=%d, pg=%d, rebalance=%d) duplicates=%d mismatches=%d converge=%.1fs",
-		w.ops.Load(), counts.total(), counts.kill9.Load(), counts.kafka.Load(), counts.es.Load(), counts.pg.Load(), counts.rebalance.Load(),
+	summary := fmt.Sprintf("CHAOS operations=%d faults=%d (kill9=%d, kafka=%d, es=%d, pg=%d, rebalance=%d, pause=%d) duplicates=%d mismatches=%d converge=%.1fs",
+		w.ops.Load(), counts.total(), counts.kill9.Load(), counts.kafka.Load(), counts.es.Load(), counts.pg.Load(), counts.rebalance.Load(), counts.pause.Load(),
 		res.rawDups+res.aggDups, len(res.mismatches), convergeTime.Seconds())
 	fmt.Println(summary)
 	if path := os.Getenv("DECANT_CHAOS_SUMMARY"); path != "" {
@@ -502,4 +530,25 @@ func reportFailure(t *testing.T, f *fleet, res *result, why string) {
 		fmt.Fprintf(&b, "--- last lines of %s:\n%s\n", p.name, f.logTail(p.name, 15))
 	}
 	t.Error(b.String())
+}
+
+// fastCompaction makes the log cleaner compact every raw topic within
+// seconds: segments roll every 2 s, any dirty ratio is worth cleaning, and
+// no record is protected by min.compaction.lag.ms.
+func fastCompaction(ctx context.Context, t *testing.T, adm *kadm.Client, prefix string) {
+	t.Helper()
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
+	var topics []string
+	for _, table := range sortedKeys(shopTables) {
+		topics = append(topics, wire.RawTopic(prefix, "public", table))
+	}
+	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "2000"), set("min.cleanable.dirty.ratio", "0.01"), set("min.compaction.lag.ms", "0")}, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			t.Fatalf("fast compaction of %s: %v", r.Name, r.Err)
+		}
+	}
 }

@@ -8,7 +8,7 @@
 // an oracle query written in the test, and every raw topic's last record
 // per key with its table. It prints one line:
 //
-//	CHAOS operations=N faults=N (kill9=…, kafka=…, es=…, pg=…, rebalance=…) duplicates=N mismatches=N converge=…s
+//	CHAOS operations=N faults=N (kill9=…, kafka=…, es=…, pg=…, rebalance=…, pause=…) duplicates=N mismatches=N converge=…s
 //
 // and fails when mismatches > 0.
 //

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,6 +128,22 @@ func (f *fleet) signal(name string, sig syscall.Signal, delay time.Duration) {
 	p := f.procs[name]
 	p.expected, p.termed, p.delay = true, sig == syscall.SIGTERM, delay
 	_ = p.cmd.Process.Signal(sig)
+}
+
+// pause freezes the current run of name (SIGSTOP) for d, then lets it go
+// on (SIGCONT): a process the OS, a hypervisor or a long GC froze, whose
+// group session may expire meanwhile.
+func (f *fleet) pause(ctx context.Context, name string, d time.Duration) {
+	f.mu.Lock()
+	proc := f.procs[name].cmd.Process
+	f.mu.Unlock()
+	_ = proc.Signal(syscall.SIGSTOP)
+	t := time.NewTimer(d)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	_ = proc.Signal(syscall.SIGCONT)
 }
 
 // stop ends name for good: SIGTERM, then SIGKILL after 30s. It waits for

@@ -162,19 +162,25 @@ func (p *Proc) Tail(n int) string {
 func (p *Proc) PeakRSS() (int64, error) { return PeakRSS(p.Pid()) }
 
 // PeakRSS is the peak resident set size (VmHWM) of process pid in bytes.
-func PeakRSS(pid int) (int64, error) {
+func PeakRSS(pid int) (int64, error) { return procStatus(pid, "VmHWM") }
+
+// RSS reads a process's resident set size now (VmRSS) in bytes.
+func RSS(pid int) (int64, error) { return procStatus(pid, "VmRSS") }
+
+// procStatus reads a "<field>: <n> kB" line of /proc/<pid>/status, in bytes.
+func procStatus(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb int64
 			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+				return 0, fmt.Errorf("%s %q: %w", field, rest, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
