@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -212,12 +211,7 @@ func refsTopicConfig(t *testing.T, e *resEnv, topic, name string) string {
 // in the offsets and rebuilds every customer: customer 1 no longer holds
 // the order.
 func TestCompactionUnderLaggingMapStage(t *testing.T) {
-	e := newResEnv(t, wireSchema, wireMapping)
-	reg := prometheus.NewRegistry()
-	e.cfg.Registerer = reg
-	e.startStreamer()
-	e.startMapper("map")
-	e.startBuilder("build")
+	e, reg := newWirePipeline(t)
 	e.pg.Exec(t, `INSERT INTO customers VALUES (1, 'Ann', NULL, NULL, NULL), (2, 'Bob', NULL, NULL, NULL)`)
 	e.pg.Exec(t, `INSERT INTO orders VALUES (100, 1, 10.00), (101, 2, 1.00)`)
 	e.waitQuiet(2 * time.Minute)

@@ -45,12 +45,7 @@ aggregates:
 // one "key value" line per record, to refresh the golden files and
 // docs/formats.md.
 func TestWireFormatsMatchGolden(t *testing.T) {
-	e := newResEnv(t, wireSchema, wireMapping)
-	reg := prometheus.NewRegistry()
-	e.cfg.Registerer = reg
-	e.startStreamer()
-	e.startMapper("map")
-	e.startBuilder("build")
+	e, reg := newWirePipeline(t)
 	e.pg.Exec(t, `INSERT INTO customers VALUES (7, 'Ken Lovelace', 'customer7@example.com', '{"level":1}', NULL)`)
 	e.pg.Exec(t, `INSERT INTO orders VALUES (20006, 7, 281.00)`)
 	e.waitQuiet(2 * time.Minute)
@@ -291,4 +286,16 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// newWirePipeline runs stream, map and build on the wire schema and
+// mapping, with the stages' metrics in the returned registry.
+func newWirePipeline(t *testing.T) (*resEnv, *prometheus.Registry) {
+	e := newResEnv(t, wireSchema, wireMapping)
+	reg := prometheus.NewRegistry()
+	e.cfg.Registerer = reg
+	e.startStreamer()
+	e.startMapper("map")
+	e.startBuilder("build")
+	return e, reg
 }
