@@ -100,6 +100,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -161,13 +162,23 @@ func newPipelineVia(t *testing.T, pgAddr, esAddr string) *pipeline {
 }
 
 // newConverged is a pipeline whose `decant run` (run-1) has indexed items
-// 1 to 3 into category 1.
+// 1 to 3 into category 1, with its initial snapshot done (the documents
+// of a first start may converge before it: they are backfilled from the
+// tables; a run stopped before its snapshot is marked done snapshots
+// again on the next start).
 func newConverged(t *testing.T) (*pipeline, *testenv.Proc) {
 	t.Helper()
 	p := newPipeline(t)
 	run := p.start("run-1", "run")
 	p.PG.Exec(t, insertItems(1, 3, 1))
 	p.WaitConverged(90 * time.Second)
+	var lsn string
+	if err := p.PG.Pool.QueryRow(testenv.Ctx(t), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := opsapi.NewClient("http://"+p.HTTP).Wait(testenv.Ctx(t), lsn, 90*time.Second); err != nil {
+		t.Fatalf("/v1/wait for %s (the initial snapshot and every stage): %v", lsn, err)
+	}
 	return p, run
 }
 
