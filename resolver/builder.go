@@ -413,9 +413,12 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 		if a == nil || r.Value == nil {
 			continue
 		}
-		if _, err := parseKey(a, r.Key); err != nil {
-			bt.bad = append(bt.bad, badRecord{r, err}) // no build can ever succeed for it
-			continue
+		// A key is checked once per batch: refs of one id repeat under load.
+		if _, seen := bt.keys[batchKey(r.Topic, r.Key)]; !seen {
+			if _, err := parseKey(a, r.Key); err != nil {
+				bt.bad = append(bt.bad, badRecord{r, err}) // no build can ever succeed for it
+				continue
+			}
 		}
 		var ref wire.Ref
 		if err := json.Unmarshal(r.Value, &ref); err != nil {
