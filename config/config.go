@@ -138,6 +138,18 @@ type Resolver struct {
 	BatchSize int `yaml:"batch_size"`
 	// Group is the consumer group prefix. Default: the topic prefix.
 	Group string `yaml:"group"`
+	// SessionTimeout of the map and build stages' consumer group members:
+	// a member not heard from for this long (killed, paused, cut off) loses
+	// its partitions to the others. Default: 45s (Kafka's).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// Fence makes the build stage write the aggregate topics in Kafka
+	// transactions, one transactional writer per refs partition, so that a
+	// member that lost its partitions (paused, evicted during a long
+	// retry) cannot append an older document after its successor, and
+	// stops its Elasticsearch writes once it may have lost them. Consumers
+	// of the aggregate topics should read with isolation.level
+	// read_committed. Default: true.
+	Fence bool `yaml:"fence"`
 }
 
 // Indexer tunes the sinks.
@@ -158,7 +170,7 @@ func Default() Config {
 		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
-		Resolver: Resolver{BatchSize: 500},
+		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
 		Indexer:  Indexer{BulkActions: 10000},
 	}
 }
@@ -292,6 +304,9 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Resolver.BatchSize < 1 {
 		bad("resolver.batch_size", "must be at least 1")
+	}
+	if c.Resolver.SessionTimeout < 6*time.Second || c.Resolver.SessionTimeout > 30*time.Minute {
+		bad("resolver.session_timeout", "must be between 6s and 30m (Kafka's group.min/max.session.timeout.ms bound it too), e.g. 45s")
 	}
 	if c.Indexer.BulkActions < 1 {
 		bad("indexer.bulk_actions", "must be at least 1")

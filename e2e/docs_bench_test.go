@@ -780,7 +780,7 @@ func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (i
 	if len(left) == 0 {
 		return 0, 0, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	cl, err := kgo.NewClient(append(wire.CommittedReader(), kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -800,8 +800,10 @@ func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (i
 			return 0, 0, fmt.Errorf("read %s: %w", topic, ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			records++
-			keys[string(r.Key)] = struct{}{}
+			if !r.Attrs.IsControl() {
+				records++
+				keys[string(r.Key)] = struct{}{}
+			}
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}

@@ -395,7 +395,10 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 	}
 	from := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
-	cl, lerr := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{aggTopic: from}))
+	// Read committed: a document is on the aggregate topic for its
+	// consumers once its transaction committed.
+	cl, lerr := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{aggTopic: from}))
 	if lerr != nil {
 		b.Fatal(lerr)
 	}

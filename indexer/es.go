@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/internal/fence"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -294,6 +295,14 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, "", ctx.Err()
+	}
+	// A build member that may have lost its partitions must not write:
+	// its successor may have deleted a document since, and Elasticsearch
+	// forgets deletes after index.gc_deletes (internal/fence). Checked
+	// here, before every attempt, as close to the request as can be.
+	if err := fence.Check(ctx); err != nil {
+		<-s.slots
+		return nil, "", err
 	}
 	code, resp, err := do(ctx, s.es, esapi.BulkRequest{Body: bytes.NewReader(body.Bytes()), FilterPath: bulkFilter})
 	<-s.slots

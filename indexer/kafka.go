@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/internal/fence"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -195,7 +195,17 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 			owner = append(owner, i)
 		}
 	}
-	results := s.kafka.ProduceSync(ctx, recs...)
+	var results kgo.ProduceResults
+	if f := fence.From(ctx); f != nil && len(recs) > 0 {
+		// A build stage session: each refs partition's writer, in a
+		// transaction that a newer owner of the partition fences.
+		var err error
+		if results, err = produceFenced(ctx, f, docs, recs, owner); err != nil {
+			return err
+		}
+	} else {
+		results = s.kafka.ProduceSync(ctx, recs...)
+	}
 	var failed error
 	tooLarge := map[int]bool{}
 	for j, r := range results {
@@ -212,7 +222,7 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 				s.stats.written.Add(1)
 				s.met.docs.WithLabelValues(sinkKafka, d.Aggregate, "index").Inc()
 			}
-		case errors.Is(r.Err, kerr.MessageTooLarge) || errors.Is(r.Err, kerr.InvalidRecord):
+		case isTooLarge(r.Err):
 			if !tooLarge[owner[j]] {
 				tooLarge[owner[j]] = true
 				dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/internal/fence"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -75,8 +76,16 @@ func (b *Builder) session(ctx context.Context) error {
 	// A rebalance that must revoke partitions waits for the batches in
 	// flight (BlockRebalanceOnPoll); franz-go says when one does.
 	wanted := new(atomic.Bool)
-	blocked := kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { wanted.Store(true) })
-	cl, err := groupClient(append([]kgo.Opt{blocked}, b.cfg.Kafka...), b.cfg.Group+".build", topics)
+	opts := []kgo.Opt{kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { wanted.Store(true) })}
+	group := b.cfg.Group + ".build"
+	var f *fence.Fence
+	if fs := fencerOf(b.sink); fs != nil && !b.cfg.Unfenced {
+		f = fence.New(fenceLease(b.cfg.SessionTimeout))
+		opts = append(opts, fenceOpts(f, fs, group, b.log)...)
+		defer f.Close()
+		ctx = fence.With(ctx, f)
+	}
+	cl, err := groupClient(append(opts, b.cfg.Kafka...), group, topics, b.cfg.SessionTimeout)
 	if err != nil {
 		return err
 	}
@@ -280,8 +289,8 @@ func batchKey(topic string, key []byte) string { return topic + "\x00" + string(
 func (bt *batch) holdKeysOf(inflight []*batch) {
 	var chunks []chunk
 	for _, c := range bt.chunks {
-		free := chunk{agg: c.agg, topic: c.topic, xids: c.xids}
-		held := chunk{agg: c.agg, topic: c.topic, xids: c.xids} // the chunk's xids: a superset is harmless
+		free := chunk{agg: c.agg, topic: c.topic, xids: c.xids, writers: c.writers}
+		held := chunk{agg: c.agg, topic: c.topic, xids: c.xids, writers: c.writers} // the chunk's xids and writers: a superset is harmless
 		for _, key := range c.keys {
 			k := batchKey(c.topic, key)
 			owned := false
@@ -441,16 +450,20 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 	byAgg := map[*mappings.Aggregate]int{} // → index of its last, unfilled chunk
 	for _, k := range order {
 		w := byPart[k]
+		writer := fence.WriterID(k.topic, k.part)
 		for _, key := range w.keys.keys {
 			i, ok := byAgg[w.agg]
 			if !ok || len(chunks[i].keys) == b.cfg.BatchSize {
 				i = len(chunks)
-				chunks = append(chunks, chunk{agg: w.agg, topic: w.topic})
+				chunks = append(chunks, chunk{agg: w.agg, topic: w.topic, writers: map[string]string{}})
 				byAgg[w.agg] = i
 			}
 			c := &chunks[i]
 			c.keys = append(c.keys, key)
 			c.xids = w.keys.appendXids(c.xids, key)
+			if vals, err := parseKey(w.agg, key); err == nil { // checked above
+				c.writers[string(idKey(w.agg, vals))] = writer
+			}
 		}
 	}
 	bt.chunks = chunks
@@ -560,6 +573,9 @@ type chunk struct {
 	topic string // the refs topic the keys came from
 	keys  [][]byte
 	xids  []uint32
+	// writers names, by document id (canonical key), the writer of the
+	// refs partition the key came from (fence.WriterID).
+	writers map[string]string
 }
 
 // buildChunk builds the documents of one chunk.
@@ -570,7 +586,21 @@ func (b *Builder) buildChunk(ctx context.Context, c chunk) ([]wire.Document, err
 		return nil, mappingBroken("build", c.agg.Name, err)
 	}
 	b.met.statements.Observe(time.Since(started).Seconds())
+	for i := range docs {
+		// A built id that no ref named (its encoding differs from the
+		// requested key's) goes with the chunk's first key: a member that
+		// lost its partitions is fenced by any of them.
+		docs[i].Writer = cmp.Or(c.writers[string(docs[i].ID)], c.firstWriter())
+	}
 	return docs, nil
+}
+
+// firstWriter is the writer of some key of c ("" when c has none).
+func (c chunk) firstWriter() string {
+	for _, w := range c.writers {
+		return w
+	}
+	return ""
 }
 
 // write hands documents, of one or several aggregates, to the sink.

@@ -50,6 +50,12 @@ type Config struct {
 	// that triggered it to become visible before the batch is retried
 	// from Kafka. Default: 30s.
 	VisibilityTimeout time.Duration
+	// SessionTimeout of the map and build stages' group members. Default: 45s.
+	SessionTimeout time.Duration
+	// Unfenced turns off the fencing of the build stage's writers
+	// (resolver.fence: false): the sinks are written without Kafka
+	// transactions and without the ownership lease (internal/fence).
+	Unfenced bool
 	// Logger receives lifecycle and progress lines. Default: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the stage metrics. Default: none.
@@ -82,6 +88,9 @@ func (c *Config) defaults() {
 	if c.WriteBytes == 0 {
 		c.WriteBytes = 5 << 20
 	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = d.Resolver.SessionTimeout
+	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = 30 * time.Second
 	}
@@ -96,7 +105,8 @@ func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prome
 	return Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(),
-		BatchSize: cfg.Resolver.BatchSize, Logger: log, Registerer: reg,
+		BatchSize: cfg.Resolver.BatchSize, SessionTimeout: cfg.Resolver.SessionTimeout, Unfenced: !cfg.Resolver.Fence,
+		Logger: log, Registerer: reg,
 	}
 }
 

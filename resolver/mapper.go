@@ -110,7 +110,7 @@ func (m *Mapper) session(ctx context.Context) error {
 	// next session plans again from the first snapshot row it re-reads.
 	m.planner.forget()
 	gaps := newGapTracker()
-	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics)
+	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics, m.cfg.SessionTimeout)
 	if err != nil {
 		return err
 	}

@@ -46,9 +46,10 @@ func runSessions(ctx context.Context, log *slog.Logger, session func(context.Con
 
 // groupClient is the consumer of a stage: group member, manual commits
 // after acknowledgement, no rebalance while a batch is in hand.
-func groupClient(opts []kgo.Opt, group string, topics []string) (*kgo.Client, error) {
+func groupClient(opts []kgo.Opt, group string, topics []string, session time.Duration) (*kgo.Client, error) {
 	opts = append(opts,
 		kgo.ConsumerGroup(group),
+		kgo.SessionTimeout(session),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // endOffsets returns the end offset of every partition of topic that has
@@ -49,7 +51,7 @@ func scanKeys(ctx context.Context, opts []kgo.Opt, topic string, fn func(key []b
 	for p := range ends {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
+	cl, err := kgo.NewClient(append(append(wire.CommittedReader(), opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))...)
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func scanKeys(ctx context.Context, opts []kgo.Opt, topic string, fn func(key []b
 			if !ok || r.Offset >= end || cbErr != nil {
 				return
 			}
-			if r.Value != nil {
+			if r.Value != nil && !r.Attrs.IsControl() {
 				cbErr = fn(r.Key)
 			}
 			if r.Offset+1 >= end {

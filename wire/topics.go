@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/ctxtime"
 )
@@ -113,4 +114,15 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 		}
 	}
 	return nil // not ready after 10 s: let the producer's own retries decide
+}
+
+// CommittedReader returns the client options of a reader of aggregate
+// topics that stops at end offsets: it reads only the records of committed
+// transactions (the build stage writes them in transactions that fence a
+// member which lost its partitions, resolver.fence) and keeps the control
+// records (transaction markers) so that it sees the last offset of a
+// partition, which is often a marker. Skip records whose
+// Attrs.IsControl().
+func CommittedReader() []kgo.Opt {
+	return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
 }

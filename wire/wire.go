@@ -77,6 +77,10 @@ type Document struct {
 	LSN       string          `json:"lsn"`     // the same, formatted as an LSN
 	Deleted   bool            `json:"deleted"`
 	Doc       json.RawMessage `json:"doc"` // null when Deleted
+	// Writer is not part of the envelope: in a build stage session it
+	// names the refs partition the document was built from, whose fenced
+	// writer must write it (internal/fence). Empty outside one (backfill).
+	Writer string `json:"-"`
 }
 
 // Encode returns the aggregate topic value of d (PRODUCT.md §5):

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/esclient"
+	"github.com/decant-cdc/decant/wire"
 )
 
 func env(name, def string) string {
@@ -244,7 +245,7 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	cl, err := kgo.NewClient(append(wire.CommittedReader(), kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,9 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 			if !ok || r.Offset >= end {
 				return
 			}
-			out = append(out, r)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
 			if r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
