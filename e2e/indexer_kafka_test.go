@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/fence"
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -192,5 +194,66 @@ func TestKafkaSinkTooLargeGoesToDLQ(t *testing.T) {
 	}
 	if st := s.Stats(); st.DeadLettered != 1 || st.Written != 1 {
 		t.Errorf("stats = %+v", st)
+	}
+}
+
+// TestKafkaSinkFencedWriters: in a build stage session (a fence.Fence in
+// the context) documents go through the transactional writer of their
+// refs partition. A second session that opens the same partition's
+// writer fences the first: the first's later writes fail, lose its fence
+// and never reach read-committed consumers, the second's do.
+func TestKafkaSinkFencedWriters(t *testing.T) {
+	k := testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
+	group, writer := k.Prefix+".build", fence.WriterID(k.Prefix+".refs.customer", 0)
+	doc := func(version uint64, name string) []wire.Document {
+		d := idxDoc("customer", `{"id":7}`, version, `{"id":7,"name":"`+name+`"}`)
+		d.Writer = writer
+		return []wire.Document{d}
+	}
+	oldSink, newSink := idxKafkaSink(t, k), idxKafkaSink(t, k)
+	old := fence.New(time.Minute)
+	defer old.Close()
+	if err := oldSink.OpenWriters(ctx, old, group, []string{writer}); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldSink.Write(fence.With(ctx, old), doc(10, "first")); err != nil {
+		t.Fatalf("write before any successor: %v", err)
+	}
+	// A document without a writer of this session is refused.
+	stray := doc(11, "stray")
+	stray[0].Writer = fence.WriterID(k.Prefix+".refs.customer", 1)
+	if err := oldSink.Write(fence.With(ctx, old), stray); err == nil || !errors.Is(err, fence.ErrLost) {
+		t.Errorf("a write through a partition this session does not own: err %v, want fence.ErrLost", err)
+	}
+
+	successor := fence.New(time.Minute)
+	defer successor.Close()
+	if err := newSink.OpenWriters(ctx, successor, group, []string{writer}); err != nil {
+		t.Fatal(err)
+	}
+	err := oldSink.Write(fence.With(ctx, old), doc(12, "zombie"))
+	if err == nil {
+		t.Fatal("the first session wrote after its successor opened the partition's writer")
+	}
+	if cerr := old.Check(); !errors.Is(cerr, fence.ErrLost) {
+		t.Errorf("the fenced session's fence: %v, want lost", cerr)
+	}
+	t.Logf("fenced write: %v", err)
+	if err := newSink.Write(fence.With(ctx, successor), doc(13, "successor")); err != nil {
+		t.Fatalf("the successor's write: %v", err)
+	}
+	var names []string
+	for _, r := range k.Records(t, wire.AggTopic(k.Prefix, "customer")) {
+		var d struct {
+			Doc struct{ Name string } `json:"doc"`
+		}
+		if err := json.Unmarshal(r.Value, &d); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, d.Doc.Name)
+	}
+	if got := strings.Join(names, ","); got != "first,successor" {
+		t.Errorf("read committed, the aggregate topic holds %q, want %q", got, "first,successor")
 	}
 }

@@ -414,6 +414,11 @@ type resChildSpec struct {
 	// unbuffered so that a kill -9 loses none: lines that repeat across
 	// the generations of a stage are redeliveries.
 	Polled string
+	// StopBeforeWrite, for a build child, sets resolver.StopBeforeWriteEnv:
+	// the child stops itself before writing a document containing it.
+	StopBeforeWrite string
+	// Unfenced runs a build child without fencing (resolver.fence: false).
+	Unfenced bool
 }
 
 func TestMain(m *testing.M) {
@@ -445,7 +450,7 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 	plain := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
 	// A killed member stays in its group until its session times out;
 	// a short timeout lets the restarted stage take over sooner.
-	stage := append(append([]kgo.Opt{}, plain...), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second))
+	stage := append(append([]kgo.Opt{}, plain...), kgo.HeartbeatInterval(time.Second))
 	if c.Polled != "" {
 		f, err := os.OpenFile(c.Polled, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -461,7 +466,13 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		}
 		stage = append(stage, kgo.WithHooks(&resPolledLog{f: f, input: input}))
 	}
-	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize, Logger: log}
+	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize,
+		SessionTimeout: 10 * time.Second, Unfenced: c.Unfenced, Logger: log}
+	if c.StopBeforeWrite != "" {
+		if err := os.Setenv(resolver.StopBeforeWriteEnv, c.StopBeforeWrite); err != nil {
+			return err
+		}
+	}
 	switch c.Stage {
 	case "map":
 		m, err := resolver.NewMapper(cfg, model, pool)
@@ -522,12 +533,20 @@ func (h *resPolledLog) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
 // stage's consumed records (resChildSpec.Polled). It returns an error
 // instead of failing so that it can be called from any goroutine.
 func (e *resEnv) startChild(stage string, gen int, polled string) (*testenv.Proc, error) {
-	spec, err := json.Marshal(resChildSpec{Stage: stage, DSN: e.pg.DSN, Brokers: e.k.Brokers, Prefix: e.k.Prefix, ESURL: e.es.URL,
-		Mapping: e.mapping, Partitions: e.cfg.Partitions, BatchSize: e.cfg.BatchSize, Polled: polled})
+	return e.startChildSpec(gen, resChildSpec{Stage: stage, Polled: polled})
+}
+
+// startChildSpec is startChild with the spec's stage-specific fields set
+// by the caller; the environment's fill the rest.
+func (e *resEnv) startChildSpec(gen int, spec resChildSpec) (*testenv.Proc, error) {
+	stage := spec.Stage
+	spec.DSN, spec.Brokers, spec.Prefix, spec.ESURL = e.pg.DSN, e.k.Brokers, e.k.Prefix, e.es.URL
+	spec.Mapping, spec.Partitions, spec.BatchSize = e.mapping, e.cfg.Partitions, e.cfg.BatchSize
+	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen)), string(spec))
+	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen)), string(js))
 }
 
 // logDir is a directory for child logs that survives the test when

@@ -90,6 +90,11 @@ func (b *Builder) session(ctx context.Context) error {
 		return err
 	}
 	defer leaveGroup(cl)
+	if f != nil {
+		lctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go keepLease(lctx, cl, f, group, fenceLease(b.cfg.SessionTimeout)/5)
+	}
 	adm := kadm.NewClient(cl)
 	for _, t := range topics {
 		if err := ensureRefsTopic(ctx, adm, &b.cfg, t); err != nil {
@@ -605,6 +610,7 @@ func (c chunk) firstWriter() string {
 
 // write hands documents, of one or several aggregates, to the sink.
 func (b *Builder) write(ctx context.Context, docs []wire.Document) error {
+	stopBeforeWrite(b.log, docs)
 	started := time.Now()
 	if err := b.sink.Write(ctx, docs); err != nil {
 		return fmt.Errorf("aggregate %s: sink: %w", docs[0].Aggregate, err)
