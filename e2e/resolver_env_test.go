@@ -448,9 +448,7 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		return err
 	}
 	plain := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
-	// A killed member stays in its group until its session times out;
-	// a short timeout lets the restarted stage take over sooner.
-	stage := append(append([]kgo.Opt{}, plain...), kgo.HeartbeatInterval(time.Second))
+	stage := append([]kgo.Opt{}, plain...)
 	if c.Polled != "" {
 		f, err := os.OpenFile(c.Polled, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -467,6 +465,8 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		stage = append(stage, kgo.WithHooks(&resPolledLog{f: f, input: input}))
 	}
 	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize,
+		// A killed member stays in its group until its session times
+		// out; a short timeout lets the restarted stage take over sooner.
 		SessionTimeout: 10 * time.Second, Unfenced: c.Unfenced, Logger: log}
 	if c.StopBeforeWrite != "" {
 		if err := os.Setenv(resolver.StopBeforeWriteEnv, c.StopBeforeWrite); err != nil {

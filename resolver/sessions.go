@@ -50,6 +50,7 @@ func groupClient(opts []kgo.Opt, group string, topics []string, session time.Dur
 	opts = append(opts,
 		kgo.ConsumerGroup(group),
 		kgo.SessionTimeout(session),
+		kgo.HeartbeatInterval(min(3*time.Second, session/3)),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),

@@ -50,6 +50,10 @@ var stageProcs = []struct{ name, stage string }{
 }
 
 // faultCounts counts the injected faults by kind.
+// chaosSession is the map and build members' session timeout
+// (resolver.session_timeout): shorter than some pauses.
+const chaosSession = 8 * time.Second
+
 type faultCounts struct{ kill9, kafka, es, pg, rebalance, pause atomic.Int64 }
 
 func (c *faultCounts) total() int64 {
@@ -146,9 +150,11 @@ kafka:
 elasticsearch:
   urls: [%s]
 mappings: [mappings/*.yaml]
+resolver:
+  session_timeout: %s
 http:
   listen: ""
-`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL))
+`, pg.DSN, testenv.Suffix(), strings.Join(k.Brokers, ","), k.Prefix, es.URL, chaosSession))
 	bin := testenv.Decant(t)
 
 	v := &validator{pool: pool, adm: k.Admin, brokers: k.Brokers, prefix: k.Prefix, esURL: es.URL,
@@ -232,11 +238,18 @@ http:
 			t.Logf("fault: rebalance: %s", rebalance(ctx, f, r))
 			counts.rebalance.Add(1)
 		case "pause":
+			// Up to 14 s: past the session timeout (8 s) a paused member
+			// is a zombie, whose partitions go to the others while it
+			// holds batches; a build zombie must be fenced.
 			name := []string{"map-a", "map-b", "build-a", "build-b"}[r.IntN(4)]
-			d := time.Second + time.Duration(r.IntN(7000))*time.Millisecond
+			d := time.Second + time.Duration(r.IntN(13000))*time.Millisecond
 			f.pause(ctx, name, d)
 			counts.pause.Add(1)
-			t.Logf("fault: %s paused (SIGSTOP) for %s", name, d.Round(100*time.Millisecond))
+			past := ""
+			if d > chaosSession {
+				past = ", past its session timeout"
+			}
+			t.Logf("fault: %s paused (SIGSTOP) for %s%s", name, d.Round(100*time.Millisecond), past)
 		default:
 			t0 := time.Now()
 			if err := srv.down(ctx, kind); err != nil {
