@@ -60,7 +60,7 @@ BENCH_LOG ?= /tmp/decant-bench.log
 BENCH_REPORT ?= bench-report.json
 BENCH_TEST = $(GO) test -count=1 -run '^$$'
 BENCH_SHOW = tee -a $(BENCH_LOG) | grep -E '^BENCH|^ok|FAIL|panic|_test.go'
-.PHONY: bench-build bench-freshness
+.PHONY: bench-build bench-freshness bench-fencing
 
 bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (DECANT_BENCH_ROWS, default 1000000; servers must be up)
 	set -o pipefail; $(BENCH_TEST) -benchtime=1x -bench 'BenchmarkStreamVsRecvlogical' -timeout 60m ./streamer | $(BENCH_SHOW)
@@ -74,6 +74,9 @@ bench-index: ## Elasticsearch sink docs/s ÷ a direct bulk load of the same docu
 bench-backfill: ## backfill docs/s through refs → build → both sinks (aggregate topic, Elasticsearch) ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
 	set -o pipefail; DECANT_BENCH_AGGREGATES=$${DECANT_BENCH_AGGREGATES:-1000000} $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkBackfill$$' -timeout 120m ./e2e | $(BENCH_SHOW)
 
+bench-fencing: ## what fencing the build stage's writers costs: fenced ÷ unfenced docs/s, aggregate topic only (DECANT_BENCH_FENCE_AGGREGATES, default 50000)
+	set -o pipefail; $(BENCH_TEST) -benchtime=4x -bench '^BenchmarkFencingCost$$' -timeout 60m ./e2e | $(BENCH_SHOW)
+
 bench-freshness: ## decant run: max change rate, commit → searchable p50/p99 at half of it, CPU and peak RSS
 	set -o pipefail; $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkFreshness$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
@@ -84,7 +87,7 @@ bench-docs: ## documents on the demo shop: initial load, live backlog, Kafka sin
 bench: ## every benchmark on one set of servers, then the table and bench-report.json (BENCH_REPORT)
 	@$(MAKE) --no-print-directory infra-up
 	@rm -f $(BENCH_LOG); status=0; \
-	for t in bench-stream bench-build bench-index bench-backfill bench-freshness bench-docs; do \
+	for t in bench-stream bench-build bench-index bench-backfill bench-fencing bench-freshness bench-docs; do \
 		$(MAKE) --no-print-directory $$t || status=1; \
 	done; \
 	echo; $(GO) run ./e2e/benchreport -json $(BENCH_REPORT) $(BENCH_LOG) || status=1; \

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -231,4 +232,60 @@ func resRunBuilder(ctx context.Context, b *testing.B, builder *resolver.Builder)
 			b.Error(err)
 		}
 	}
+}
+
+// BenchmarkFencingCost measures what fencing the build stage's writers
+// (resolver.fence: the aggregate topic written in one Kafka transaction
+// per refs partition and write) costs: two build stages, one fenced and
+// one not, each on its own topic prefix, build the same N aggregates
+// (backfills, the aggregate topic as the only sink) in alternating
+// rounds. ratio = fenced docs/s ÷ unfenced docs/s, the best round of
+// each. It prints one line starting with "BENCH fencing".
+//
+//	DECANT_BENCH_FENCE_AGGREGATES=100000 go test ./e2e -run '^$' -bench '^BenchmarkFencingCost$' -benchtime 4x -timeout 60m
+func BenchmarkFencingCost(b *testing.B) {
+	n := benchEnvInt("DECANT_BENCH_FENCE_AGGREGATES", 50000)
+	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
+	ctx := testenv.Ctx(b)
+	model, pool, log := benchCustomers(ctx, b, pg, n, es.Prefix)
+	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
+	type side struct {
+		name  string
+		cfg   resolver.Config
+		times []time.Duration
+	}
+	sides := []*side{
+		{name: "fenced", cfg: resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix + ".f", Logger: log}},
+		{name: "unfenced", cfg: resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix + ".u", Logger: log, Unfenced: true}},
+	}
+	for _, s := range sides {
+		ks, err := indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: s.cfg.TopicPrefix, Logger: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ks.Close()
+		builder, err := resolver.NewBuilder(s.cfg, model, pool, resolver.Sinks{ks})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resRunBuilder(ctx, b, builder)()
+		resWaitGroupStable(b, k, s.cfg.TopicPrefix+".build")
+	}
+	round := 0
+	for b.Loop() {
+		for i := range sides {
+			s := sides[(i+round)%2] // alternate which goes first
+			start := time.Now()
+			if bf := resBackfill(ctx, b, s.cfg, pool, model, "customer", 0); bf.Count != int64(n) {
+				b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)
+			}
+			s.times = append(s.times, time.Since(start))
+		}
+		round++
+	}
+	fenced, unfenced := slices.Min(sides[0].times), slices.Min(sides[1].times)
+	ours, theirs := float64(n)/fenced.Seconds(), float64(n)/unfenced.Seconds()
+	b.ReportMetric(ours/theirs, "ratio")
+	fmt.Printf("BENCH fencing aggregates=%d fenced=%.0f docs/s (%.2fs) unfenced=%.0f docs/s (%.2fs) ratio=%.2f rounds=%d fenced_seconds=%s unfenced_seconds=%s\n",
+		n, ours, fenced.Seconds(), theirs, unfenced.Seconds(), ours/theirs, round, docsSeconds(sides[0].times), docsSeconds(sides[1].times))
 }

@@ -155,6 +155,7 @@ var stages = []stage{
 	{"build", "build", ratioRow("build", "%s aggregates", "docs/s", "COPY (build SQL) TO STDOUT", "decant", "copy")},
 	{"index", "elasticsearch sink", ratioRow("elasticsearch sink", "%s documents", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
 	{"backfill", "backfill end to end", ratioRow("backfill end to end", "%s aggregates", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
+	{"fencing", "fenced build stage", ratioRow("fenced build stage", "%s aggregates, aggregate topic only", "docs/s", "the same unfenced", "fenced", "unfenced")},
 	{"freshness", "freshness", func(l line) []row {
 		rate := fmt.Sprintf("at %.0f changes/s", l.Values["rate"])
 		if l.Words["rate_is"] == "half_max" {
