@@ -61,10 +61,15 @@ func fenceOpts(f *fence.Fence, fs FencingSink, group string, log *slog.Logger) [
 		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 			started := time.Now()
 			probeMembership(ctx, cl, f, group) // the lease of the new generation
-			if err := fs.OpenWriters(ctx, f, group, ids(assigned)); err != nil {
+			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := fs.OpenWriters(octx, f, group, ids(assigned)); err != nil {
 				// Every write of the session now fails: it ends and a new
 				// one starts.
-				log.Warn("cannot open the fenced writers of the assigned partitions; restarting the session", "err", err)
+				log.Warn("cannot open the transactional writers of the assigned partitions; restarting the session. "+
+					"Kafka transactions need a transaction state log the brokers can host "+
+					"(transaction.state.log.replication.factor and transaction.state.log.min.isr at most the number of brokers); "+
+					"resolver.fence: false writes without them", "err", err)
 				f.Lose(err)
 				return
 			}
