@@ -116,6 +116,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		for _, bt := range inflight {
 			<-bt.done
 		}
+		b.met.setInFlight(nil)
 	}()
 	var refs, docs int64
 	lastLog := time.Now()
@@ -133,6 +134,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		if err := cl.CommitRecords(ctx, bt.recs...); err != nil {
 			return fmt.Errorf("commit offsets: %w", err)
 		}
+		b.met.setInFlight(inflight)
 		refs += int64(len(bt.recs))
 		docs += bt.n
 		if time.Since(lastLog) > 10*time.Second {
@@ -222,6 +224,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		cur.holdKeysOf(inflight)
 		go b.run(bctx, cur)
 		inflight = append(inflight, cur)
+		b.met.setInFlight(inflight)
 	}
 }
 
