@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -409,6 +413,9 @@ type resChildSpec struct {
 	Mapping    string // mapping YAML, index names filled in
 	Partitions int
 	BatchSize  int
+	// Metrics, when set, is a host:port on which the child serves its
+	// stage's Prometheus metrics at /metrics.
+	Metrics string
 	// Polled, when set, is a file that receives one line "topic partition
 	// offset" per consumed record of the stage's input topics, written
 	// unbuffered so that a kill -9 loses none: lines that repeat across
@@ -473,6 +480,17 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 			return err
 		}
 	}
+	if c.Metrics != "" {
+		reg := prometheus.NewRegistry()
+		cfg.Registerer = reg
+		ln, err := net.Listen("tcp", c.Metrics)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln) //nolint:errcheck // ends with the process
+		defer srv.Close()
+	}
 	switch c.Stage {
 	case "map":
 		m, err := resolver.NewMapper(cfg, model, pool)
@@ -536,17 +554,20 @@ func (e *resEnv) startChild(stage string, gen int, polled string) (*testenv.Proc
 	return e.startChildSpec(gen, resChildSpec{Stage: stage, Polled: polled})
 }
 
-// startChildSpec is startChild with the spec's stage-specific fields set
-// by the caller; the environment's fill the rest.
+// startChildSpec is startChild with more of the child's spec: the
+// servers, prefixes, mapping, partitions and (when 0) the batch size are
+// the environment's.
 func (e *resEnv) startChildSpec(gen int, spec resChildSpec) (*testenv.Proc, error) {
-	stage := spec.Stage
 	spec.DSN, spec.Brokers, spec.Prefix, spec.ESURL = e.pg.DSN, e.k.Brokers, e.k.Prefix, e.es.URL
-	spec.Mapping, spec.Partitions, spec.BatchSize = e.mapping, e.cfg.Partitions, e.cfg.BatchSize
-	js, err := json.Marshal(spec)
+	spec.Mapping, spec.Partitions = e.mapping, e.cfg.Partitions
+	if spec.BatchSize == 0 {
+		spec.BatchSize = e.cfg.BatchSize
+	}
+	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", stage, gen)), string(js))
+	return testenv.StartChild(e.t, fmt.Sprintf("%s#%d", spec.Stage, gen), filepath.Join(e.logDir(), fmt.Sprintf("%s-%d.log", spec.Stage, gen)), string(raw))
 }
 
 // logDir is a directory for child logs that survives the test when

@@ -130,6 +130,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		for _, bt := range inflight {
 			<-bt.done
 		}
+		b.met.setInFlight(nil)
 	}()
 	var refs, docs int64
 	lastLog := time.Now()
@@ -147,6 +148,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		if err := cl.CommitRecords(ctx, bt.recs...); err != nil {
 			return fmt.Errorf("commit offsets: %w", err)
 		}
+		b.met.setInFlight(inflight)
 		refs += int64(len(bt.recs))
 		docs += bt.n
 		if time.Since(lastLog) > 10*time.Second {
@@ -236,6 +238,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		cur.holdKeysOf(inflight)
 		go b.run(bctx, cur)
 		inflight = append(inflight, cur)
+		b.met.setInFlight(inflight)
 	}
 }
 

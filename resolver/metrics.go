@@ -39,6 +39,9 @@ type buildMetrics struct {
 	writes     prometheus.Histogram
 	invisible  prometheus.Counter
 	bad        prometheus.Counter
+	inFlight   prometheus.Gauge
+	peak       prometheus.Gauge
+	peakRefs   int // the highest inFlight so far; only the pipeline's goroutine sets it
 }
 
 func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
@@ -49,5 +52,20 @@ func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
 		writes:     metric.Register(reg, metric.Seconds("decant_resolver_build_sink_seconds", "Duration of one Sink.Write.", 16)),
 		invisible:  metric.Register(reg, metric.Counter("decant_resolver_build_not_visible_total", "Batches retried because their transactions were not visible in time.")),
 		bad:        metric.Register(reg, metric.Counter("decant_resolver_build_undecodable_total", "Refs records whose key is not an id of their aggregate or whose value is not a ref, written to the dead-letter topic.")),
+		inFlight:   metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight", "Refs the build stage has polled and not yet committed: at most 4 polls of 8 chunks of BatchSize ids per worker.")),
+		peak:       metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight_peak", "The most refs in flight at once since the build stage started.")),
+	}
+}
+
+// setInFlight records the refs of the batches in flight.
+func (m *buildMetrics) setInFlight(inflight []*batch) {
+	n := 0
+	for _, bt := range inflight {
+		n += len(bt.recs)
+	}
+	m.inFlight.Set(float64(n))
+	if n > m.peakRefs {
+		m.peakRefs = n
+		m.peak.Set(float64(n))
 	}
 }
