@@ -42,8 +42,8 @@ type resEnv struct {
 	// engines are the search engines the sinks write to, es first.
 	engines []resEngine
 	check   *resVersionCheck
-	sink   resolver.Sink
-	log    *slog.Logger
+	sink    resolver.Sink
+	log     *slog.Logger
 	// mapping is the mapping YAML with the index prefix filled in, for
 	// stages run as child processes (startChild).
 	mapping string
