@@ -182,7 +182,7 @@ func testESSinkDeadLetters(t *testing.T, engine string) {
 		if err := json.Unmarshal(r.Value, &l); err != nil {
 			t.Fatal(err)
 		}
-		if l.Stage != "index" || l.Sink != "elasticsearch" || l.Aggregate != "customer" || l.Version != 10 || l.Status != 400 ||
+		if l.Stage != "index" || l.Sink != es.Kind || l.Aggregate != "customer" || l.Version != 10 || l.Status != 400 ||
 			l.Index != spec.Alias || !bytes.Equal(l.ID, r.Key) {
 			t.Errorf("dead letter %s → %s", r.Key, r.Value)
 		}
