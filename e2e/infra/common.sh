@@ -15,6 +15,8 @@ REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
 : "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
 : "${DECANT_ES_PORT:=59200}"
 : "${DECANT_ES_TRANSPORT_PORT:=59300}"
+: "${DECANT_OS_PORT:=59201}"                      # OpenSearch HTTP
+: "${DECANT_OS_TRANSPORT_PORT:=59301}"
 : "${DECANT_WAIT_SECS:=180}"                      # health-check timeout per server
 
 LOG_DIR="$DECANT_INFRA_DIR/logs"
