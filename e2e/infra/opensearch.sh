@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# OpenSearch 2.19.6 for decant's tests: one node embedded in its own JVM,
-# built and run like the Elasticsearch node (es.sh).
+# OpenSearch for decant's tests: one node embedded in its own JVM, built and
+# run like the Elasticsearch node (es.sh). DECANT_OS_VERSION picks the major:
+# 2 (default) is OpenSearch 2.19.6 on Java 17, 3 is OpenSearch 3.3.2 on
+# Java 21+ (the Temurin 25 JDK under /usr/lib/jvm).
 #
 #   opensearch.sh up             resolve jars + compile the launcher (once), start, wait for yellow
 #   opensearch.sh down [--clean] stop our node, wait for both ports to be free; --clean drops its data
@@ -11,22 +13,36 @@
 # plugin (HTTP) from the classpath: no security plugin (plain HTTP, no
 # auth), no analysis-common, painless, mapper-extras or reindex modules.
 # Jars come from Maven via e2e/infra/opensearch/pom.xml into
-# $DECANT_CACHE_DIR/opensearch/libs.
+# $DECANT_CACHE_DIR/opensearch/<version>/libs.
 #
-# Environment: DECANT_OS_PORT, DECANT_OS_TRANSPORT_PORT (see common.sh),
-# DECANT_OS_HEAP (default 512m), DECANT_OS_JAVA_OPTS (extra JVM flags),
-# DECANT_OS_CDS (default 1), DECANT_JAVA_HOME (a JDK 17..22; default: java on PATH).
+# One node at a time on the ports, whatever its version: `up` with another
+# DECANT_OS_VERSION than the running node's fails (run `down` first). The
+# majors keep separate data directories (3.x upgrades 2.x data in place, and
+# 2.x cannot read it back).
+#
+# Environment: DECANT_OS_VERSION (2 or 3), DECANT_OS_PORT,
+# DECANT_OS_TRANSPORT_PORT (see common.sh), DECANT_OS_HEAP (default 512m),
+# DECANT_OS_JAVA_OPTS (extra JVM flags), DECANT_OS_CDS (default 1),
+# DECANT_OS_JAVA_HOME or DECANT_JAVA_HOME (a JDK in the version's range;
+# default: java on PATH, then the JDKs under /usr/lib/jvm).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-OS_VERSION=2.19.6
+: "${DECANT_OS_VERSION:=2}"
+# OS_LOG4J must equal the log4j-api version the server depends on.
+case "$DECANT_OS_VERSION" in
+  2) OS_VERSION=2.19.6 OS_LOG4J=2.25.4 OS_JAVA_MIN=17 OS_JAVA_MAX=22 ;;
+  3) OS_VERSION=3.3.2 OS_LOG4J=2.21.0 OS_JAVA_MIN=21 OS_JAVA_MAX=99 ;;
+  *) die "DECANT_OS_VERSION must be 2 (OpenSearch 2.19.6) or 3 (OpenSearch 3.3.2), got '$DECANT_OS_VERSION'" ;;
+esac
 OS_SRC="$INFRA_SRC/opensearch"
-OS_CACHE="$DECANT_CACHE_DIR/opensearch"
+OS_CACHE="$DECANT_CACHE_DIR/opensearch/$OS_VERSION"
 OS_LIBS="$OS_CACHE/libs"
 OS_CLASSES="$OS_CACHE/classes"
 OS_LAUNCHER_JAR="$OS_CACHE/decant-opensearch-node.jar"
 OS_MARKER="$OS_CACHE/built.sha256"
 OS_DATA="$DATA_DIR/opensearch"
-OS_HOME="$OS_DATA/home"
+OS_HOME="$OS_DATA/home"          # one path.home for every version: is_ours finds any
+OS_NODE_DATA="$OS_DATA/data-$DECANT_OS_VERSION"
 OS_PID="$PID_DIR/opensearch.pid"
 OS_LOG="$LOG_DIR/opensearch.log"
 OS_OUT="$LOG_DIR/opensearch.out"
@@ -38,30 +54,35 @@ OS_MAIN=DecantOpenSearchNode
 
 # --- java -------------------------------------------------------------------
 
-# OpenSearch 2.19 runs on Java 17 (tested here) up to 22: like Elasticsearch 7
-# it configures its date handling for the COMPAT locale provider
-# (-Djava.locale.providers=SPI,COMPAT), which JDK 23 removed.
+# OpenSearch 2.x runs on Java 17 (tested here) up to 22: like Elasticsearch 7
+# its date handling expects the COMPAT locale provider
+# (-Djava.locale.providers=SPI,COMPAT; the switch to CLDR came with 3.0),
+# which JDK 23 removed. OpenSearch 3 needs Java 21+ and uses CLDR (tested
+# here with Temurin 25).
 find_java() {
   local cand major props
-  for cand in ${DECANT_JAVA_HOME:+"$DECANT_JAVA_HOME/bin/java"} "$(command -v java || true)" \
-              /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+  for cand in ${DECANT_OS_JAVA_HOME:+"$DECANT_OS_JAVA_HOME/bin/java"} \
+              ${DECANT_JAVA_HOME:+"$DECANT_JAVA_HOME/bin/java"} "$(command -v java || true)" \
+              /usr/lib/jvm/*/bin/java; do
     [ -n "$cand" ] && [ -x "$cand" ] || continue
     cand=$(readlink -f "$cand")
     props=$("$cand" -XshowSettings:properties -version 2>&1) || continue
     major=$(sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p' <<<"$props")
-    if [ -n "$major" ] && [ "$major" -ge 17 ] && [ "$major" -le 22 ]; then
+    if [ -n "$major" ] && [ "$major" -ge "$OS_JAVA_MIN" ] && [ "$major" -le "$OS_JAVA_MAX" ] &&
+       [ -x "$(dirname "$cand")/javac" ]; then
       JAVA="$cand"; JAVAC="$(dirname "$cand")/javac"; JAR="$(dirname "$cand")/jar"
+      JAVA_MAJOR=$major
       JAVA_BUILD=$(sed -n 's/^ *java\.vm\.version = //p' <<<"$props")
       return 0
     fi
   done
-  die "OpenSearch $OS_VERSION needs a JDK 17..22 (java on PATH or DECANT_JAVA_HOME); none found"
+  die "OpenSearch $OS_VERSION needs a JDK $OS_JAVA_MIN..$OS_JAVA_MAX (DECANT_OS_JAVA_HOME, java on PATH or /usr/lib/jvm); none found"
 }
 
 # --- build (idempotent) -----------------------------------------------------
 
 source_hash() {
-  { echo "$OS_VERSION"; cat "$OS_SRC/pom.xml" "$OS_SRC/src/$OS_MAIN.java"; } | sha256sum | cut -d' ' -f1
+  { echo "$OS_VERSION $OS_LOG4J"; cat "$OS_SRC/pom.xml" "$OS_SRC/src/$OS_MAIN.java"; } | sha256sum | cut -d' ' -f1
 }
 
 build() {
@@ -75,7 +96,8 @@ build() {
   rm -f "$OS_MARKER" "$OS_CACHE"/cds-*.jsa*
   log "resolving OpenSearch $OS_VERSION jars with Maven into $OS_LIBS"
   mvn_libs "$OS_SRC/pom.xml" "$OS_LIBS" "$LOG_DIR/opensearch-maven.log" "opensearch-$OS_VERSION.jar" \
-    "the OpenSearch jars from $OS_SRC/pom.xml" "opensearch-$OS_VERSION.jar"
+    "the OpenSearch $OS_VERSION jars from $OS_SRC/pom.xml" "opensearch-$OS_VERSION.jar" \
+    "-Dopensearch.version=$OS_VERSION" "-Dlog4j.version=$OS_LOG4J"
   log "compiling $OS_MAIN"
   rm -rf "$OS_CLASSES" "$OS_LAUNCHER_JAR"
   mkdir -p "$OS_CLASSES"
@@ -125,13 +147,21 @@ healthy() {
   curl -sf -o /dev/null --max-time 5 "$OS_URL/_cluster/health?wait_for_status=yellow&timeout=1s"
 }
 
-# The port answers as OpenSearch of our version (not some other server that
-# took the port between our check and the start).
-check_identity() {
+# running_version: the version number GET / reports, if OpenSearch answers.
+running_version() {
   local body
-  body=$(curl -sf --max-time 5 "$OS_URL/") || die "OpenSearch at $OS_URL does not answer GET /"
-  grep -q '"distribution" *: *"opensearch"' <<<"$body" && grep -q "\"number\" *: *\"$OS_VERSION\"" <<<"$body" ||
-    die "the server at $OS_URL is not OpenSearch $OS_VERSION: $body"
+  body=$(curl -sf --max-time 5 "$OS_URL/") || return 1
+  grep -q '"distribution" *: *"opensearch"' <<<"$body" || return 1
+  sed -n 's/^ *"number" *: *"\([^"]*\)".*/\1/p' <<<"$body"
+}
+
+# The port answers as OpenSearch of the wanted version (not some other
+# server that took the port, nor our node started with another version).
+check_identity() {
+  local v
+  v=$(running_version) || die "the server at $OS_URL does not answer GET / as OpenSearch"
+  [ "$v" = "$OS_VERSION" ] ||
+    die "OpenSearch $v runs at $OS_URL, not $OS_VERSION (DECANT_OS_VERSION=$DECANT_OS_VERSION); stop it first: opensearch.sh down"
 }
 
 heap_mb() {  # 512m -> 512, 1g -> 1024
@@ -186,24 +216,32 @@ cmd_up() {
   find_java
   build
 
-  mkdir -p "$OS_HOME/config" "$OS_HOME/modules" "$OS_HOME/plugins" "$OS_DATA/data" "$OS_DATA/logs" "$OS_DATA/tmp"
+  mkdir -p "$OS_HOME/config" "$OS_HOME/modules" "$OS_HOME/plugins" "$OS_NODE_DATA" "$OS_DATA/logs" "$OS_DATA/tmp"
   cp "$OS_SRC/log4j2.properties" "$OS_HOME/config/log4j2.properties"
 
   heap=$DECANT_OS_HEAP
   mb=$(heap_mb "$heap")
-  # JVM flags follow OpenSearch 2.19's jvm.options and SystemJvmOptions.
+  # JVM flags follow OpenSearch's jvm.options and SystemJvmOptions.
   local -a jvm=(
     "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$((mb / 2))m"
     -XX:+UseG1GC -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30
     -Xss1m -XX:-OmitStackTraceInFastThrow -XX:+ShowCodeDetailsInExceptionMessages
     -Djava.awt.headless=true -Dfile.encoding=UTF-8 -Djna.nosys=true
-    -Djava.locale.providers=SPI,COMPAT
     "-Djava.io.tmpdir=$OS_DATA/tmp"
     -Dio.netty.noUnsafe=true -Dio.netty.noKeySetOptimization=true
     -Dio.netty.recycler.maxCapacityPerThread=0 -Dio.netty.allocator.numDirectArenas=0
     -Dlog4j.shutdownHookEnabled=false -Dlog4j2.disable.jmx=true -Dlog4j2.formatMsgNoLookups=true
     "-Ddecant.os.logfile=$OS_LOG"
   )
+  if [ "$DECANT_OS_VERSION" = 2 ]; then
+    jvm+=(-Djava.locale.providers=SPI,COMPAT)
+  else
+    # Lucene 10 calls native code (madvise) through java.lang.foreign and
+    # uses the incubating Vector API; both print warnings unless allowed.
+    jvm+=(-Djava.locale.providers=SPI,CLDR --enable-native-access=ALL-UNNAMED
+          --add-modules=jdk.incubator.vector)
+    [ "$JAVA_MAJOR" -ge 25 ] && jvm+=(-XX:+UseCompactObjectHeaders)
+  fi
   # Explicit, sorted class path (not libs/*): the CDS archive records it.
   local cp="$OS_LAUNCHER_JAR" jarfile
   for jarfile in "$OS_LIBS"/*.jar; do cp+=":$jarfile"; done
@@ -223,10 +261,15 @@ cmd_up() {
       jvm+=("-XX:ArchiveClassesAtExit=$cds.tmp" "-Xlog:cds*=error")
     fi
   fi
+  # The JDK's own base CDS archive was dumped without the two module flags
+  # above; with them every start prints five [error][cds] lines about it
+  # (harmless: only "optimized module handling" is off, both archives are
+  # still used). Last, so that the recording run's cds*=error does not undo it.
+  [ "$DECANT_OS_VERSION" = 3 ] && jvm+=(-Xlog:cds=off)
   # shellcheck disable=SC2206
   [ -n "$DECANT_OS_JAVA_OPTS" ] && jvm+=($DECANT_OS_JAVA_OPTS)
   local -a settings=(
-    "path.home=$OS_HOME" "path.data=$OS_DATA/data" "path.logs=$OS_DATA/logs"
+    "path.home=$OS_HOME" "path.data=$OS_NODE_DATA" "path.logs=$OS_DATA/logs"
     node.name=decant-os cluster.name=decant-test
     discovery.type=single-node network.host=127.0.0.1
     "http.port=$DECANT_OS_PORT" "transport.port=$DECANT_OS_TRANSPORT_PORT"
@@ -273,8 +316,9 @@ cmd_down() {
   fi
   rm -f "$OS_PID"
   # A CDS archive written by a JVM we just stopped cleanly is complete; one
-  # left by a killed or crashed JVM is dropped.
-  for tmp in "$OS_CACHE"/cds-*.jsa.tmp; do
+  # left by a killed or crashed JVM is dropped. Every version's: the node
+  # stopped may not be DECANT_OS_VERSION's.
+  for tmp in "$DECANT_CACHE_DIR"/opensearch/*/cds-*.jsa.tmp; do
     [ -e "$tmp" ] || continue
     if $stopped_cleanly && [ -s "$tmp" ]; then mv -f "$tmp" "${tmp%.tmp}"; else rm -f "$tmp"; fi
   done
@@ -293,7 +337,7 @@ cmd_down() {
 cmd_status() {
   local pid
   if pid=$(our_pid); then
-    if healthy; then echo "running (pid $pid, $OS_URL)"; else echo "starting (pid $pid, $OS_URL)"; fi
+    if healthy; then echo "running (pid $pid, $OS_URL, OpenSearch $(running_version))"; else echo "starting (pid $pid, $OS_URL)"; fi
     return 0
   fi
   echo stopped
