@@ -44,6 +44,9 @@ func KafkaBrokers() []string {
 // ESURL is the test Elasticsearch node.
 func ESURL() string { return env("DECANT_TEST_ES_URL", "http://127.0.0.1:59200") }
 
+// OSURL is the test OpenSearch node (e2e/infra/opensearch.sh).
+func OSURL() string { return env("DECANT_TEST_OS_URL", "http://127.0.0.1:59201") }
+
 // InCI reports whether tests run under CI=true, where missing servers fail.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
