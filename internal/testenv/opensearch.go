@@ -50,7 +50,3 @@ func SearchEngine(t testing.TB, kind string) *ESEnv {
 type osTransport struct{ c *opensearch.Client }
 
 func (o osTransport) Perform(req *http.Request) (*http.Response, error) { return o.c.Stream(req) }
-
-// OSURL is the test OpenSearch node: DECANT_TEST_OS_URL, default
-// http://127.0.0.1:59201.
-func OSURL() string { return env("DECANT_TEST_OS_URL", "http://127.0.0.1:59201") }
