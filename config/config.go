@@ -15,6 +15,10 @@ type Config struct {
 	Postgres      Postgres      `yaml:"postgres"`
 	Kafka         Kafka         `yaml:"kafka"`
 	Elasticsearch Elasticsearch `yaml:"elasticsearch"`
+	// OpenSearch is a second search sink, written like Elasticsearch
+	// (same indexes, versions, aliases) from the same documents. Default:
+	// off (no URLs). api_key does not apply: OpenSearch has no API keys.
+	OpenSearch Elasticsearch `yaml:"opensearch"`
 	// Mappings lists the mapping files (globs allowed), relative to the
 	// config file. Default: ["mappings/*.yaml"].
 	Mappings []string `yaml:"mappings"`
@@ -188,6 +192,12 @@ func (c Config) Redacted() Config {
 	if r.Elasticsearch.APIKey != "" {
 		r.Elasticsearch.APIKey = "xxxxx"
 	}
+	if r.OpenSearch.Password != "" {
+		r.OpenSearch.Password = "xxxxx"
+	}
+	if r.OpenSearch.APIKey != "" {
+		r.OpenSearch.APIKey = "xxxxx"
+	}
 	return r
 }
 
@@ -276,6 +286,14 @@ func (c *Config) validate() []*Error {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			bad("elasticsearch.urls", "%q is not an http(s) URL, e.g. http://127.0.0.1:9200", u)
 		}
+	}
+	for _, u := range c.OpenSearch.URLs {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad("opensearch.urls", "%q is not an http(s) URL, e.g. http://127.0.0.1:9200", u)
+		}
+	}
+	if c.OpenSearch.APIKey != "" {
+		bad("opensearch.api_key", "OpenSearch has no API keys: use opensearch.username and opensearch.password")
 	}
 	if len(c.Mappings) == 0 {
 		bad("mappings", "needs at least one mapping file or glob, e.g. [mappings/*.yaml]")

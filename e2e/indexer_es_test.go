@@ -18,6 +18,14 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
+// forEachEngine runs test once per search engine, as subtests named
+// after it: Elasticsearch and OpenSearch (issue 17).
+func forEachEngine(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, engine := range []string{"elasticsearch", "opensearch"} {
+		t.Run(engine, func(t *testing.T) { test(t, engine) })
+	}
+}
+
 // idxGet returns a document's _version and _source, or found=false.
 func idxGet(t *testing.T, es *testenv.ESEnv, index, id string) (version int64, source map[string]any, found bool) {
 	t.Helper()
@@ -52,12 +60,12 @@ func idxESSink(t *testing.T, es *testenv.ESEnv, k *testenv.KafkaEnv, specs ...in
 	t.Helper()
 	aliases := map[string]string{}
 	for _, s := range specs {
-		if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Client, s); err != nil {
+		if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Search, s); err != nil {
 			t.Fatal(err)
 		}
 		aliases[s.Aggregate] = s.Alias
 	}
-	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: aliases, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
+	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Search, Kind: es.Kind, Aliases: aliases, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
 		TopicPrefix: k.Prefix, Partitions: 1, RetryBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		RecheckInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -78,8 +86,10 @@ func idxWrite(t *testing.T, s *indexer.ESSink, docs ...wire.Document) {
 // older writes succeed (409 counted) and leave the newer document; a
 // duplicate (same version: the same build, so the same document) is simply
 // written again (external_gte); deletes carry the version too.
-func TestESSinkVersions(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestESSinkVersions(t *testing.T) { forEachEngine(t, testESSinkVersions) }
+
+func testESSinkVersions(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 
@@ -112,8 +122,10 @@ func TestESSinkVersions(t *testing.T) {
 
 // TestESSinkCompositeIDs: _id is the text of a single id value, the JSON
 // array of the values of a composite id.
-func TestESSinkCompositeIDs(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestESSinkCompositeIDs(t *testing.T) { forEachEngine(t, testESSinkCompositeIDs) }
+
+func testESSinkCompositeIDs(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	line, sku := idxSpecStrict(es, "line"), idxSpecStrict(es, "sku")
 	s := idxESSink(t, es, k, line, sku)
 	idxWrite(t, s,
@@ -134,8 +146,10 @@ func TestESSinkCompositeIDs(t *testing.T) {
 // TestESSinkDeadLetters (issue 5 acceptance 6): documents Elasticsearch
 // refuses land in the DLQ with their reason while the others of the same
 // batch are indexed.
-func TestESSinkDeadLetters(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestESSinkDeadLetters(t *testing.T) { forEachEngine(t, testESSinkDeadLetters) }
+
+func testESSinkDeadLetters(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 	ctx := testenv.Ctx(t)
@@ -168,7 +182,7 @@ func TestESSinkDeadLetters(t *testing.T) {
 		if err := json.Unmarshal(r.Value, &l); err != nil {
 			t.Fatal(err)
 		}
-		if l.Stage != "index" || l.Sink != "elasticsearch" || l.Aggregate != "customer" || l.Version != 10 || l.Status != 400 ||
+		if l.Stage != "index" || l.Sink != es.Kind || l.Aggregate != "customer" || l.Version != 10 || l.Status != 400 ||
 			l.Index != spec.Alias || !bytes.Equal(l.ID, r.Key) {
 			t.Errorf("dead letter %s → %s", r.Key, r.Value)
 		}
@@ -188,8 +202,10 @@ func TestESSinkDeadLetters(t *testing.T) {
 // TestESSinkRetriesReadOnlyIndex: a read-only index (disk flood stage, an
 // operator's block) is an operational problem: Write retries with backoff
 // and succeeds once the block is lifted; nothing goes to the DLQ.
-func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestESSinkRetriesReadOnlyIndex(t *testing.T) { forEachEngine(t, testESSinkRetriesReadOnlyIndex) }
+
+func testESSinkRetriesReadOnlyIndex(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	spec := idxSpecStrict(es, "customer")
 	s := idxESSink(t, es, k, spec)
 	block := func(on bool) {
@@ -226,8 +242,10 @@ func TestESSinkRetriesReadOnlyIndex(t *testing.T) {
 // TestESSinkMissingAlias: writing to an aggregate whose alias does not
 // exist fails (the batch is retried) instead of letting Elasticsearch
 // auto-create an index under the alias's name.
-func TestESSinkMissingAlias(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestESSinkMissingAlias(t *testing.T) { forEachEngine(t, testESSinkMissingAlias) }
+
+func testESSinkMissingAlias(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	s := idxESSink(t, es, k)
 	err := s.Write(testenv.Ctx(t), []wire.Document{idxDoc(es.Prefix+"-nothing", `{"id":1}`, 10, "")})
 	if err == nil || !strings.Contains(err.Error(), "alias does not exist") {
@@ -240,12 +258,14 @@ func TestESSinkMissingAlias(t *testing.T) {
 
 // TestEnsureIndex: creates <alias>_<hash> behind the alias once, is
 // idempotent, and reports a mapping change instead of applying it.
-func TestEnsureIndex(t *testing.T) {
-	es := testenv.Elasticsearch(t)
+func TestEnsureIndex(t *testing.T) { forEachEngine(t, testEnsureIndex) }
+
+func testEnsureIndex(t *testing.T, engine string) {
+	es := testenv.SearchEngine(t, engine)
 	ctx := testenv.Ctx(t)
 	spec := idxSpecStrict(es, "customer")
 	for range 2 {
-		got, err := indexer.EnsureIndex(ctx, es.Client, spec)
+		got, err := indexer.EnsureIndex(ctx, es.Search, spec)
 		if err != nil || got != spec.IndexName() {
 			t.Fatalf("EnsureIndex = %q, %v; want %q", got, err, spec.IndexName())
 		}
@@ -256,7 +276,7 @@ func TestEnsureIndex(t *testing.T) {
 	}
 	changed := spec
 	changed.Mappings = map[string]any{"properties": map[string]any{"name": map[string]any{"type": "keyword"}}}
-	_, err := indexer.EnsureIndex(ctx, es.Client, changed)
+	_, err := indexer.EnsureIndex(ctx, es.Search, changed)
 	var mc *indexer.MappingChangedError
 	if !errors.As(err, &mc) || !strings.Contains(err.Error(), "decant backfill customer --reindex") {
 		t.Fatalf("EnsureIndex with changed mappings = %v, want a MappingChangedError naming the reindex command", err)
@@ -270,12 +290,16 @@ func TestEnsureIndex(t *testing.T) {
 // name without decant's _meta (auto-created by a late write after the index
 // was deleted) is dropped and created again with the right mappings.
 func TestEnsureIndexReplacesAutoCreatedIndex(t *testing.T) {
-	es := testenv.Elasticsearch(t)
+	forEachEngine(t, testEnsureIndexReplacesAutoCreatedIndex)
+}
+
+func testEnsureIndexReplacesAutoCreatedIndex(t *testing.T, engine string) {
+	es := testenv.SearchEngine(t, engine)
 	spec := idxSpecStrict(es, "customer")
 	if code, body := es.Do(t, esapi.IndexRequest{Index: spec.IndexName(), DocumentID: "1", Body: strings.NewReader(`{"n":"dynamic text"}`)}); code != http.StatusCreated {
 		t.Fatalf("auto-create %s: %d %s", spec.IndexName(), code, body)
 	}
-	if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Client, spec); err != nil {
+	if _, err := indexer.EnsureIndex(testenv.Ctx(t), es.Search, spec); err != nil {
 		t.Fatal(err)
 	}
 	code, body := es.Do(t, esapi.IndicesGetMappingRequest{Index: []string{spec.Alias}})

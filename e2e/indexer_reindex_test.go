@@ -26,7 +26,11 @@ import (
 // alias all along never sees a failure nor a partial index, and after the
 // swap searches use mapping B.
 func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+	forEachEngine(t, testReindexSwapsWithoutFailedSearches)
+}
+
+func testReindexSwapsWithoutFailedSearches(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	ctx := testenv.Ctx(t)
 	const n = 300
 	specA := indexer.IndexSpec{Aggregate: "article", Alias: es.Prefix + "-article", ZeroReplicas: true,
@@ -100,7 +104,7 @@ func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
 	})
 
 	opts := indexer.ReindexOptions{Settle: 600 * time.Millisecond}
-	err := indexer.Reindex(ctx, es.Client, specB, opts, func(ctx context.Context) error {
+	err := indexer.Reindex(ctx, es.Search, specB, opts, func(ctx context.Context) error {
 		// The build stage would rebuild every id with a fresh version; the
 		// sink writes each to the old and the new index.
 		for i := 0; i < n; i += 50 {
@@ -141,32 +145,34 @@ func TestReindexSwapsWithoutFailedSearches(t *testing.T) {
 	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{specA.IndexName()}}); code != 404 {
 		t.Errorf("old index %s still exists (HEAD %d); KeepOld was false", specA.IndexName(), code)
 	}
-	if got, err := indexer.EnsureIndex(ctx, es.Client, specB); err != nil || got != specB.IndexName() {
+	if got, err := indexer.EnsureIndex(ctx, es.Search, specB); err != nil || got != specB.IndexName() {
 		t.Errorf("EnsureIndex(B) after the swap = %q, %v", got, err)
 	}
-	if _, err := indexer.EnsureIndex(ctx, es.Client, specA); err == nil {
+	if _, err := indexer.EnsureIndex(ctx, es.Search, specA); err == nil {
 		t.Error("EnsureIndex(A) after the swap must report a mapping change")
 	}
 }
 
 // TestReindexAbort: an abandoned reindex removes the marker and the new
 // index; the alias and its documents are untouched.
-func TestReindexAbort(t *testing.T) {
-	es, k := testenv.Elasticsearch(t), testenv.Kafka(t)
+func TestReindexAbort(t *testing.T) { forEachEngine(t, testReindexAbort) }
+
+func testReindexAbort(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
 	ctx := testenv.Ctx(t)
 	specA := idxSpecStrict(es, "customer")
 	specB := specA
 	specB.Mappings = map[string]any{"properties": map[string]any{"name": map[string]any{"type": "keyword"}, "n": map[string]any{"type": "long"}}}
 	s := idxESSink(t, es, k, specA)
 	opts := indexer.ReindexOptions{Settle: 300 * time.Millisecond}
-	if _, err := indexer.StartReindex(ctx, es.Client, specB, opts); err != nil {
+	if _, err := indexer.StartReindex(ctx, es.Search, specB, opts); err != nil {
 		t.Fatal(err)
 	}
 	idxWrite(t, s, idxDoc("customer", `{"id":1}`, 10, `{"name":"both"}`))
 	if _, _, found := idxGet(t, es, specB.IndexName(), "1"); !found {
 		t.Error("during a reindex the sink did not write to the new index")
 	}
-	if err := indexer.AbortReindex(ctx, es.Client, specB, opts); err != nil {
+	if err := indexer.AbortReindex(ctx, es.Search, specB, opts); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := es.Do(t, esapi.IndicesExistsRequest{Index: []string{specB.IndexName()}}); code != 404 {
@@ -183,7 +189,7 @@ func TestReindexAbort(t *testing.T) {
 
 func idxSearchTotal(ctx context.Context, es *testenv.ESEnv, alias string) (int, error) {
 	tt := true
-	res, err := esapi.SearchRequest{Index: []string{alias}, Body: strings.NewReader(`{"size":0,"query":{"match_all":{}}}`), TrackTotalHits: tt}.Do(ctx, es.Client)
+	res, err := esapi.SearchRequest{Index: []string{alias}, Body: strings.NewReader(`{"size":0,"query":{"match_all":{}}}`), TrackTotalHits: tt}.Do(ctx, es.Search)
 	if err != nil {
 		return 0, err
 	}

@@ -362,14 +362,27 @@ ANALYZE;
 // in the aggregate topics and in Elasticsearch with an oracle query.
 // DECANT_RESOLVER_OPS sets the number of operations (default 20000;
 // 100000 with DECANT_HEAVY=1, as in make test-heavy).
-func TestResolverDifferential(t *testing.T) {
-	ops := resSize("DECANT_RESOLVER_OPS", 20000, 100000)
+func TestResolverDifferential(t *testing.T) { resDifferential(t, 20000, "elasticsearch") }
+
+// TestResolverDifferentialOpenSearch is TestResolverDifferential with
+// OpenSearch as the only search sink (issue 17), at half the operations.
+func TestResolverDifferentialOpenSearch(t *testing.T) { resDifferential(t, 10000, "opensearch") }
+
+// TestResolverDifferentialBothEngines is TestResolverDifferential with
+// Elasticsearch and OpenSearch written at once, each compared with the
+// oracle, at half the operations.
+func TestResolverDifferentialBothEngines(t *testing.T) {
+	resDifferential(t, 10000, "elasticsearch", "opensearch")
+}
+
+func resDifferential(t *testing.T, defaultOps int, engines ...string) {
+	ops := resSize("DECANT_RESOLVER_OPS", defaultOps, 100000)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations", seed, ops)
-	e := newResEnv(t, resShopSchema, resShopMapping)
+	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations, search engines %v", seed, ops, engines)
+	e := newResEnvOn(t, resShopSchema, resShopMapping, engines...)
 	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
 	e.startStreamer()
@@ -419,9 +432,12 @@ func (e *resEnv) compare(t *testing.T) {
 		topic, vp := e.aggTopicState(x.agg)
 		problems = append(problems, vp...)
 		problems = append(problems, resDiff(x.agg+" topic", topic, want)...)
-		search := e.esState(x.agg, func(id string) string { return `{"id":` + id + `}` })
-		problems = append(problems, resDiff(x.agg+" elasticsearch", search, want)...)
-		t.Logf("%s: %d documents in the oracle, %d in the topic, %d in Elasticsearch", x.agg, len(want), len(topic), len(search))
+		t.Logf("%s: %d documents in the oracle, %d in the topic", x.agg, len(want), len(topic))
+		for _, en := range e.engines {
+			search := e.searchState(en, x.agg, func(id string) string { return `{"id":` + id + `}` })
+			problems = append(problems, resDiff(x.agg+" "+en.env.Kind, search, want)...)
+			t.Logf("%s: %d documents in %s", x.agg, len(search), en.env.Kind)
+		}
 	}
 	e.check.mu.Lock()
 	problems = append(problems, e.check.violations...)

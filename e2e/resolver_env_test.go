@@ -42,10 +42,12 @@ type resEnv struct {
 	slot   string
 	cfg    resolver.Config
 	kafka  *indexer.KafkaSink
-	search *indexer.ESSink
-	check  *resVersionCheck
-	sink   resolver.Sink
-	log    *slog.Logger
+	search *indexer.ESSink // the first search engine's sink (of es)
+	// engines are the search engines the sinks write to, es first.
+	engines []resEngine
+	check   *resVersionCheck
+	sink    resolver.Sink
+	log     *slog.Logger
 	// mapping is the mapping YAML with the index prefix filled in, for
 	// stages run as child processes (startChild).
 	mapping string
@@ -74,14 +76,37 @@ func bindMapping(ctx context.Context, db mappings.Querier, mapping string) (*map
 	return mappings.Bind(set, cat)
 }
 
+// resEngine is one search engine under test and the sink writing to it.
+type resEngine struct {
+	env  *testenv.ESEnv
+	sink *indexer.ESSink
+}
+
 // newResEnv creates the schema, binds mappingYAML (whose aggregates must
 // set elasticsearch.index to "IDX_<name>"; IDX_ is replaced by the test's
-// index prefix) and creates the sinks. Nothing runs yet.
+// index prefix) and creates the sinks, Elasticsearch as the search sink.
+// Nothing runs yet.
 func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
+	t.Helper()
+	return newResEnvOn(t, schemaSQL, mappingYAML, "elasticsearch")
+}
+
+// newResEnvOn is newResEnv with the search sinks of the engines given
+// ("elasticsearch", "opensearch"; at least one), each holding the same
+// indexes.
+func newResEnvOn(t *testing.T, schemaSQL, mappingYAML string, engines ...string) *resEnv {
 	t.Helper()
 	pg := testenv.Postgres(t)
 	k := testenv.Kafka(t)
-	es := testenv.Elasticsearch(t)
+	var envs []*testenv.ESEnv
+	for _, kind := range engines {
+		env := testenv.SearchEngine(t, kind)
+		if len(envs) > 0 {
+			env.Prefix = envs[0].Prefix // the same index names everywhere
+		}
+		envs = append(envs, env)
+	}
+	es := envs[0]
 	pg.Exec(t, schemaSQL)
 	ctx := testenv.Ctx(t)
 	mappingYAML = strings.ReplaceAll(mappingYAML, "IDX_", es.Prefix+"_")
@@ -107,20 +132,26 @@ func newResEnv(t *testing.T, schemaSQL, mappingYAML string) *resEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.kafka.Close)
-	aliases := map[string]string{}
-	for _, a := range model.Aggregates {
-		aliases[a.Name] = a.Index
-		if _, err := indexer.EnsureIndex(ctx, es.Client, indexer.SpecFor(a, true)); err != nil {
+	e.check = &resVersionCheck{last: map[string]uint64{}}
+	sinks := resolver.Sinks{e.check, e.kafka}
+	for _, env := range envs {
+		aliases := map[string]string{}
+		for _, a := range model.Aggregates {
+			aliases[a.Name] = a.Index
+			if _, err := indexer.EnsureIndex(ctx, env.Search, indexer.SpecFor(a, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sink, err := indexer.NewESSink(indexer.ESSinkConfig{Client: env.Search, Kind: env.Kind, Aliases: aliases, Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 1, Logger: log})
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(sink.Close)
+		e.engines = append(e.engines, resEngine{env: env, sink: sink})
+		sinks = append(sinks, sink)
 	}
-	e.search, err = indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: aliases, Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 1, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.search.Close)
-	e.check = &resVersionCheck{last: map[string]uint64{}}
-	e.sink = resolver.Sinks{e.check, e.kafka, e.search}
+	e.search = e.engines[0].sink
+	e.sink = sinks
 	t.Cleanup(e.stopAll)
 	return e
 }
@@ -315,12 +346,18 @@ func (e *resEnv) aggTopicState(aggregate string) (map[string]json.RawMessage, []
 // aggregate key of the oracle (built from the _id with idOf).
 func (e *resEnv) esState(aggregate string, keyOf func(id string) string) map[string]json.RawMessage {
 	e.t.Helper()
+	return e.searchState(e.engines[0], aggregate, keyOf)
+}
+
+// searchState is esState on one search engine.
+func (e *resEnv) searchState(en resEngine, aggregate string, keyOf func(id string) string) map[string]json.RawMessage {
+	e.t.Helper()
 	ctx := testenv.Ctx(e.t)
-	if err := e.search.Refresh(ctx, aggregate); err != nil {
+	if err := en.sink.Refresh(ctx, aggregate); err != nil {
 		e.t.Fatal(err)
 	}
 	alias := e.model.Aggregate(aggregate).Index
-	hits, err := testenv.ESHits(ctx, e.es.URL, alias, true)
+	hits, err := testenv.ESHits(ctx, en.env.URL, alias, true)
 	if err != nil {
 		e.t.Fatal(err)
 	}

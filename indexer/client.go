@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
@@ -15,10 +14,19 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 )
 
+// Search is a search engine's HTTP client: Elasticsearch's
+// (*elasticsearch.Client, which checks that the server is Elasticsearch)
+// or OpenSearch's (NewOpenSearchClient). Every request decant sends
+// (esapi requests: bulk, index and alias management, refresh, count) is the
+// same for both engines.
+type Search interface {
+	Perform(*http.Request) (*http.Response, error)
+}
+
 // NewClient builds the Elasticsearch client the elasticsearch section asks
 // for (URLs, credentials, TLS), or returns nil when no URL is configured:
 // the search sink is off. It does no I/O; Ping checks the server.
-func NewClient(cfg config.Elasticsearch) (*elasticsearch.Client, error) {
+func NewClient(cfg config.Elasticsearch) (Search, error) {
 	if len(cfg.URLs) == 0 {
 		return nil, nil
 	}
@@ -35,28 +43,9 @@ func NewClient(cfg config.Elasticsearch) (*elasticsearch.Client, error) {
 	return es, nil
 }
 
-// Ping fails unless Elasticsearch answers with 200 within 10 seconds; the
-// error says which setting to check. urls are for the message.
-func Ping(ctx context.Context, es *elasticsearch.Client, urls []string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res, err := esapi.InfoRequest{}.Do(ctx, es)
-	if err != nil {
-		return fmt.Errorf("elasticsearch at %v is not reachable: %w (check elasticsearch.urls)", urls, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
-		return fmt.Errorf("elasticsearch at %v refused the credentials (%s): check elasticsearch.username/password or api_key", urls, res.Status())
-	}
-	if res.IsError() {
-		return fmt.Errorf("elasticsearch at %v answered %s", urls, res.Status())
-	}
-	return nil
-}
-
 // Refresher returns a function that refreshes the alias of every
 // aggregate so the documents written are searchable, or nil when es is nil.
-func Refresher(es *elasticsearch.Client, aggregates []*mappings.Aggregate) func(context.Context) error {
+func Refresher(es Search, aggregates []*mappings.Aggregate) func(context.Context) error {
 	if es == nil {
 		return nil
 	}
@@ -67,11 +56,11 @@ func Refresher(es *elasticsearch.Client, aggregates []*mappings.Aggregate) func(
 	return func(ctx context.Context) error {
 		res, err := esapi.IndicesRefreshRequest{Index: aliases, AllowNoIndices: esapi.BoolPtr(true), IgnoreUnavailable: esapi.BoolPtr(true)}.Do(ctx, es)
 		if err != nil {
-			return fmt.Errorf("elasticsearch refresh: %w", err)
+			return fmt.Errorf("refresh %v: %w", aliases, err)
 		}
 		defer res.Body.Close()
 		if res.IsError() {
-			return fmt.Errorf("elasticsearch refresh: %s", res.Status())
+			return fmt.Errorf("refresh %v: %s", aliases, res.Status())
 		}
 		return nil
 	}
@@ -79,7 +68,7 @@ func Refresher(es *elasticsearch.Client, aggregates []*mappings.Aggregate) func(
 
 // CountDocuments returns how many documents alias holds. ok is false when
 // Elasticsearch could not be asked.
-func CountDocuments(ctx context.Context, es *elasticsearch.Client, alias string) (n int64, ok bool) {
+func CountDocuments(ctx context.Context, es Search, alias string) (n int64, ok bool) {
 	res, err := esapi.CountRequest{Index: []string{alias}}.Do(ctx, es)
 	if err != nil {
 		return 0, false

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -28,9 +27,13 @@ const DefaultRecheckInterval = 5 * time.Second
 
 // ESSinkConfig configures an ESSink. Zero values take the defaults shown.
 type ESSinkConfig struct {
-	// Client is the Elasticsearch client (functional API only: 7.17 refuses
-	// the typed API's compatibility headers). Required.
-	Client *elasticsearch.Client
+	// Client is the search engine's client: Elasticsearch's (functional
+	// API only: 7.17 refuses the typed API's compatibility headers) or
+	// OpenSearch's (NewOpenSearchClient). Required.
+	Client Search
+	// Kind names the engine in metrics (sink label), dead letters and
+	// logs: KindElasticsearch or KindOpenSearch. Default: elasticsearch.
+	Kind string
 	// Aliases maps an aggregate name to its index alias (mappings
 	// Aggregate.Index). Default: the aggregate name.
 	Aliases map[string]string
@@ -76,6 +79,9 @@ func (c *ESSinkConfig) defaults() {
 	if c.BulkActions == 0 {
 		c.BulkActions = d.Indexer.BulkActions
 	}
+	if c.Kind == "" {
+		c.Kind = KindElasticsearch
+	}
 	if c.BulkBytes == 0 {
 		c.BulkBytes = 5 << 20
 	}
@@ -120,7 +126,8 @@ func (c *ESSinkConfig) validate() error {
 // It is safe for concurrent use.
 type ESSink struct {
 	cfg    ESSinkConfig
-	es     *elasticsearch.Client
+	kind   string // the engine: the sink label
+	es     Search
 	log    *slog.Logger
 	met    *metrics
 	stats  stats
@@ -153,7 +160,7 @@ func NewESSink(cfg ESSinkConfig) (*ESSink, error) {
 		return nil, err
 	}
 	return &ESSink{
-		cfg: cfg, es: cfg.Client, log: cfg.Logger.With("stage", "index", "sink", sinkES), met: newMetrics(cfg.Registerer),
+		cfg: cfg, kind: cfg.Kind, es: cfg.Client, log: cfg.Logger.With("stage", "index", "sink", cfg.Kind), met: newMetrics(cfg.Registerer),
 		kafka:   cl,
 		topics:  &topicSet{admin: kadm.NewClient(cl), partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
 		targets: map[string]aliasTargets{},
@@ -208,7 +215,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 			id, err = DocumentID(d.ID)
 		}
 		if err != nil {
-			dead = append(dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: alias, Reason: err.Error()})
+			dead = append(dead, wire.DeadLetter{Sink: s.kind, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: alias, Reason: err.Error()})
 			continue
 		}
 		t, err := s.aliasTargets(ctx, alias)
@@ -235,7 +242,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 				len(retry), round, docs[retry[0].doc].Aggregate, docs[retry[0].doc].ID, why)
 		}
 		s.stats.retries.Add(1)
-		s.met.retries.WithLabelValues(sinkES).Inc()
+		s.met.retries.WithLabelValues(s.kind).Inc()
 		s.log.Warn("elasticsearch refused documents for now; retrying", "docs", len(retry), "reason", why, "round", round+1, "backoff", backoff)
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return err
@@ -247,14 +254,14 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 
 	err := writeDeadLetters(ctx, s.kafka, s.topics, wire.DLQTopic(s.cfg.TopicPrefix), dead, func(l *wire.DeadLetter) {
 		s.stats.dlq.Add(1)
-		s.met.dlq.WithLabelValues(sinkES, l.Aggregate).Inc()
+		s.met.dlq.WithLabelValues(s.kind, l.Aggregate).Inc()
 		s.log.Error("document refused by elasticsearch; written to the dead-letter topic", "aggregate", l.Aggregate,
 			"id", string(l.ID), "version", l.Version, "index", l.Index, "status", l.Status, "reason", l.Reason)
 	})
 	if err != nil {
 		return err
 	}
-	s.met.latency.WithLabelValues(sinkES).Observe(time.Since(started).Seconds())
+	s.met.latency.WithLabelValues(s.kind).Observe(time.Since(started).Seconds())
 	return nil
 }
 
@@ -323,7 +330,7 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	case code == http.StatusRequestEntityTooLarge:
 		a := acts[0]
 		d := &docs[a.doc]
-		*dead = append(*dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: a.target, Status: code,
+		*dead = append(*dead, wire.DeadLetter{Sink: s.kind, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Index: a.target, Status: code,
 			Reason: fmt.Sprintf("document of %d bytes is larger than the cluster accepts (http.max_content_length)", len(d.Doc))})
 		return nil, "", nil
 	case code == http.StatusTooManyRequests || code >= 500:
@@ -345,22 +352,22 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 			}
 			if a.delete {
 				s.stats.deleted.Add(1)
-				s.met.docs.WithLabelValues(sinkES, d.Aggregate, "delete").Inc()
+				s.met.docs.WithLabelValues(s.kind, d.Aggregate, "delete").Inc()
 			} else {
 				s.stats.written.Add(1)
-				s.met.docs.WithLabelValues(sinkES, d.Aggregate, "index").Inc()
+				s.met.docs.WithLabelValues(s.kind, d.Aggregate, "index").Inc()
 			}
 		case outcomeConflict:
 			if a.next {
 				continue
 			}
 			s.stats.conflicts.Add(1)
-			s.met.conflicts.WithLabelValues(sinkES, d.Aggregate).Inc()
+			s.met.conflicts.WithLabelValues(s.kind, d.Aggregate).Inc()
 		case outcomeRetry:
 			retry = append(retry, a)
 			why = fmt.Sprintf("%s: status %d %s", a.target, it.Status, it.Error.String())
 		case outcomeReject:
-			*dead = append(*dead, wire.DeadLetter{Sink: sinkES, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
+			*dead = append(*dead, wire.DeadLetter{Sink: s.kind, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version,
 				Index: a.target, Status: it.Status, Reason: it.Error.String()})
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/decant-cdc/decant/internal/ctxtime"
@@ -131,7 +130,7 @@ func (e *MappingChangedError) Error() string {
 
 // current checks spec and returns its concrete index name and what the
 // alias and the reindex marker <alias>-next point at now.
-func (s IndexSpec) current(ctx context.Context, es *elasticsearch.Client) (want string, aliases map[string][]string, err error) {
+func (s IndexSpec) current(ctx context.Context, es Search) (want string, aliases map[string][]string, err error) {
 	if err := s.check(); err != nil {
 		return "", nil, err
 	}
@@ -145,7 +144,7 @@ func (s IndexSpec) current(ctx context.Context, es *elasticsearch.Client) (want 
 // in progress, it returns the index the alias points at. When the alias
 // points at another index, it returns a *MappingChangedError and changes
 // nothing: a mapping change is applied by a reindex, never silently.
-func EnsureIndex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec) (string, error) {
+func EnsureIndex(ctx context.Context, es Search, spec IndexSpec) (string, error) {
 	want, al, err := spec.current(ctx, es)
 	if err != nil {
 		return "", err
@@ -213,7 +212,7 @@ func (o *ReindexOptions) defaults() {
 // normal build path and return once they are written), then SwapAlias.
 // When backfill fails, the reindex is left in progress (sinks keep writing
 // to both indexes); run Reindex again to resume, or AbortReindex.
-func Reindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts ReindexOptions, backfill func(ctx context.Context) error) error {
+func Reindex(ctx context.Context, es Search, spec IndexSpec, opts ReindexOptions, backfill func(ctx context.Context) error) error {
 	if _, err := StartReindex(ctx, es, spec, opts); err != nil {
 		return err
 	}
@@ -223,13 +222,33 @@ func Reindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts
 	return SwapAlias(ctx, es, spec, opts)
 }
 
+// ReindexAll is Reindex on several engines with one backfill: the
+// reindex starts on every engine, the backfill writes to all of them,
+// then each swaps its alias.
+func ReindexAll(ctx context.Context, engines []Engine, spec IndexSpec, opts ReindexOptions, backfill func(ctx context.Context) error) error {
+	for _, e := range engines {
+		if _, err := StartReindex(ctx, e.Client, spec, opts); err != nil {
+			return fmt.Errorf("%s: %w", e.Kind, err)
+		}
+	}
+	if err := backfill(ctx); err != nil {
+		return fmt.Errorf("aggregate %s: reindex backfill: %w", spec.Aggregate, err)
+	}
+	for _, e := range engines {
+		if err := SwapAlias(ctx, e.Client, spec, opts); err != nil {
+			return fmt.Errorf("%s: %w", e.Kind, err)
+		}
+	}
+	return nil
+}
+
 // StartReindex creates the concrete index of spec and points <alias>-next
 // at it, then waits opts.Settle so every sink writes to both indexes. It
 // returns the new index. It is idempotent: run again, it resumes the same
 // reindex. When the alias does not exist yet, it is created at the new
 // index (nothing to swap later). A previous, unfinished reindex towards
 // other mappings is abandoned (its index deleted).
-func StartReindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts ReindexOptions) (string, error) {
+func StartReindex(ctx context.Context, es Search, spec IndexSpec, opts ReindexOptions) (string, error) {
 	opts.defaults()
 	want, al, err := spec.current(ctx, es)
 	if err != nil {
@@ -265,7 +284,7 @@ func StartReindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec,
 // <alias>-next: searches against the alias see one index or the other,
 // never none. Then, unless opts.KeepOld, it waits opts.Settle and deletes
 // the old index.
-func SwapAlias(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts ReindexOptions) error {
+func SwapAlias(ctx context.Context, es Search, spec IndexSpec, opts ReindexOptions) error {
 	opts.defaults()
 	want := spec.IndexName()
 	al, err := getAliases(ctx, es, spec.Alias, spec.NextAlias())
@@ -309,7 +328,7 @@ func SwapAlias(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, op
 // AbortReindex abandons a reindex in progress: it removes <alias>-next,
 // waits opts.Settle so sinks stop writing to the new index, and deletes it.
 // The alias is untouched.
-func AbortReindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, opts ReindexOptions) error {
+func AbortReindex(ctx context.Context, es Search, spec IndexSpec, opts ReindexOptions) error {
 	opts.defaults()
 	al, err := getAliases(ctx, es, spec.Alias, spec.NextAlias())
 	if err != nil {
@@ -318,7 +337,7 @@ func AbortReindex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec,
 	return abort(ctx, es, spec, al[spec.NextAlias()], opts)
 }
 
-func abort(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, next []string, opts ReindexOptions) error {
+func abort(ctx context.Context, es Search, spec IndexSpec, next []string, opts ReindexOptions) error {
 	if len(next) == 0 {
 		return nil
 	}
@@ -338,7 +357,7 @@ func abort(ctx context.Context, es *elasticsearch.Client, spec IndexSpec, next [
 // createIndex creates spec's concrete index unless it exists with decant's
 // own _meta for this spec. An index of that name without it (auto-created
 // by a late write after its deletion) is deleted and created again.
-func createIndex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec) error {
+func createIndex(ctx context.Context, es Search, spec IndexSpec) error {
 	name := spec.IndexName()
 	for attempt := 0; ; attempt++ {
 		code, body, err := do(ctx, es, esapi.IndicesCreateRequest{Index: name, Body: bytes.NewReader(spec.body())})
@@ -368,7 +387,7 @@ func createIndex(ctx context.Context, es *elasticsearch.Client, spec IndexSpec) 
 }
 
 // indexHash returns the decant_hash recorded in an index's mapping _meta.
-func indexHash(ctx context.Context, es *elasticsearch.Client, index string) (string, error) {
+func indexHash(ctx context.Context, es Search, index string) (string, error) {
 	code, body, err := do(ctx, es, esapi.IndicesGetMappingRequest{Index: []string{index}})
 	if err != nil || code != http.StatusOK {
 		return "", fmt.Errorf("get mapping of %s: %w", index, errors.Join(err, esErrorIf(code, body)))
@@ -386,7 +405,7 @@ func indexHash(ctx context.Context, es *elasticsearch.Client, index string) (str
 	return r[index].Mappings.Meta.Hash, nil
 }
 
-func deleteIndexes(ctx context.Context, es *elasticsearch.Client, names []string) error {
+func deleteIndexes(ctx context.Context, es Search, names []string) error {
 	code, body, err := do(ctx, es, esapi.IndicesDeleteRequest{Index: names})
 	if err != nil {
 		return fmt.Errorf("delete index %s: %w", strings.Join(names, ","), err)
@@ -400,7 +419,7 @@ func deleteIndexes(ctx context.Context, es *elasticsearch.Client, names []string
 type aliasAction struct{ op, index, alias string }
 
 // updateAliases applies alias actions atomically in one _aliases call.
-func updateAliases(ctx context.Context, es *elasticsearch.Client, what string, acts ...aliasAction) error {
+func updateAliases(ctx context.Context, es Search, what string, acts ...aliasAction) error {
 	list := make([]map[string]any, len(acts))
 	for i, a := range acts {
 		list[i] = map[string]any{a.op: map[string]any{"index": a.index, "alias": a.alias}}
@@ -418,7 +437,7 @@ func updateAliases(ctx context.Context, es *elasticsearch.Client, what string, a
 
 // getAliases returns, for each of the given alias names that exists, the
 // concrete indexes it points at (sorted). Missing aliases are absent.
-func getAliases(ctx context.Context, es *elasticsearch.Client, names ...string) (map[string][]string, error) {
+func getAliases(ctx context.Context, es Search, names ...string) (map[string][]string, error) {
 	code, body, err := do(ctx, es, esapi.IndicesGetAliasRequest{Name: names})
 	if err != nil {
 		return nil, fmt.Errorf("get aliases %s: %w", strings.Join(names, ","), err)
@@ -451,7 +470,7 @@ func getAliases(ctx context.Context, es *elasticsearch.Client, names ...string) 
 }
 
 // do sends a request and returns its status and body.
-func do(ctx context.Context, es *elasticsearch.Client, req esapi.Request) (int, []byte, error) {
+func do(ctx context.Context, es Search, req esapi.Request) (int, []byte, error) {
 	res, err := req.Do(ctx, es)
 	if err != nil {
 		return 0, nil, err

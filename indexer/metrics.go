@@ -8,11 +8,10 @@ import (
 	"github.com/decant-cdc/decant/internal/metric"
 )
 
-// Sink names used as the sink label and in dead letters.
-const (
-	sinkKafka = "kafka"
-	sinkES    = "elasticsearch"
-)
+// sinkKafka names the aggregate topic sink in the sink label and in dead
+// letters; the search sinks use their engine's kind (KindElasticsearch,
+// KindOpenSearch).
+const sinkKafka = "kafka"
 
 // metrics of both sinks; labels are bounded (sink, aggregate, op — never an id).
 // Both sinks may register on one Registerer: the second reuses the

@@ -91,15 +91,15 @@ func (j *backfillJob) startBuild(ctx context.Context) error {
 // runReindex builds into a new concrete index, then swaps the alias
 // (indexer.Reindex), and returns the exit status.
 func (j *backfillJob) runReindex(ctx context.Context) int {
-	es, err := indexer.NewClient(j.st.cfg.Elasticsearch)
+	engines, err := indexer.Engines(j.st.cfg)
 	if err != nil {
 		return j.fail(1, err)
 	}
-	if es == nil {
-		return j.fail(2, errors.New("--reindex needs Elasticsearch (elasticsearch.urls is empty)"))
+	if len(engines) == 0 {
+		return j.fail(2, errors.New("--reindex needs a search engine (elasticsearch.urls and opensearch.urls are empty)"))
 	}
 	spec := indexer.SpecFor(j.a, false)
-	err = indexer.Reindex(ctx, es, spec, indexer.ReindexOptions{Logger: j.st.log}, func(fillCtx context.Context) error {
+	err = indexer.ReindexAll(ctx, engines, spec, indexer.ReindexOptions{Logger: j.st.log}, func(fillCtx context.Context) error {
 		if j.build { // runs until the command ends, not only while filling
 			if err := j.startBuild(ctx); err != nil {
 				return err

@@ -8,17 +8,23 @@ import (
 )
 
 // newBuildStage opens the sinks the config asks for (indexer.OpenSinks:
-// the aggregate topics, and Elasticsearch unless elasticsearch.urls is
-// empty) and the builder that writes to them; closing the stage closes
+// the aggregate topics, and Elasticsearch and OpenSearch when their urls
+// are set) and the builder that writes to them; closing the stage closes
 // the sinks.
 func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
-	ks, es, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
+	ks, search, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
 	if err != nil {
 		return stage{}, 1, err
 	}
-	sink, closeSinks := resolver.Sinks{ks}, ks.Close
-	if es != nil {
-		sink, closeSinks = resolver.Sinks{ks, es}, func() { es.Close(); ks.Close() }
+	sink := resolver.Sinks{ks}
+	for _, s := range search {
+		sink = append(sink, s)
+	}
+	closeSinks := func() {
+		for _, s := range search {
+			s.Close()
+		}
+		ks.Close()
 	}
 	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
 	if err != nil {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/decant-cdc/decant/config"
+	"github.com/decant-cdc/decant/indexer"
 	"github.com/decant-cdc/decant/mappings"
 )
 
@@ -50,5 +52,28 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 	if err != nil {
 		return append(problems, problem(err)...), nil
 	}
-	return problems, names
+	return append(problems, checkSearch(ctx, cfg)...), names
+}
+
+// checkSearch asks each configured search engine what it is: the wrong
+// kind under a section, an unsupported version or no answer are errors; a
+// version decant is not tested against here is a warning.
+func checkSearch(ctx context.Context, cfg *config.Config) []mappings.Problem {
+	engines, err := indexer.Engines(cfg)
+	if err != nil {
+		return []mappings.Problem{{Severity: mappings.SeverityError, Message: err.Error()}}
+	}
+	var out []mappings.Problem
+	for _, e := range engines {
+		info, err := e.Check(ctx)
+		switch {
+		case err != nil:
+			out = append(out, mappings.Problem{Severity: mappings.SeverityError, Message: err.Error()})
+		case !indexer.Tested(info):
+			out = append(out, mappings.Problem{Severity: mappings.SeverityWarning, Message: fmt.Sprintf(
+				"%s.urls: %s %s is supported by API contract only, not tested with decant (tested: Elasticsearch 7.17, OpenSearch 2.19 and 3.x; see docs/operations.md#supported-versions)",
+				e.Kind, info.Kind, info.Version)})
+		}
+	}
+	return out
 }

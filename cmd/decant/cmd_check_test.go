@@ -28,7 +28,8 @@ func writeConfig(t *testing.T, dsn string, createPub bool, files map[string]stri
 			t.Fatal(err)
 		}
 	}
-	cfg := fmt.Sprintf("postgres:\n  dsn: %q\n  publication: decant\n  slot: decant\n  create_publication: %v\nmappings: [mappings/*.yaml]\n", dsn, createPub)
+	cfg := fmt.Sprintf("postgres:\n  dsn: %q\n  publication: decant\n  slot: decant\n  create_publication: %v\nelasticsearch:\n  urls: [%s]\nmappings: [mappings/*.yaml]\n",
+		dsn, createPub, testenv.ESURL())
 	path := filepath.Join(dir, "decant.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/config"
@@ -37,12 +36,12 @@ func runAll(ctx context.Context, c *call, noBackfill bool) int {
 }
 
 // pipeline is what `decant run` opens and checks before it creates
-// anything: the stack, the watermark tracker, the Elasticsearch client
-// (nil without a search sink) and the streamer.
+// anything: the stack, the watermark tracker, the search engines (none
+// without a search sink) and the streamer.
 type pipeline struct {
 	*stack
 	tracker *watermark.Tracker
-	es      *elasticsearch.Client
+	engines []indexer.Engine
 	str     *streamer.Streamer
 }
 
@@ -51,7 +50,7 @@ type pipeline struct {
 // valid. It has no side effect.
 func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*pipeline, error) {
 	cfg.Log.NewLogger(stderr).Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
-		"elasticsearch", cfg.Elasticsearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
+		"elasticsearch", cfg.Elasticsearch.URLs, "opensearch", cfg.OpenSearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (check postgres.dsn)", err)
@@ -70,8 +69,8 @@ func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*p
 	}
 	p := &pipeline{stack: st}
 	if p.tracker, err = st.openTracker(ctx); err == nil {
-		if p.es, err = indexer.NewClient(cfg.Elasticsearch); err == nil && p.es != nil {
-			err = indexer.Ping(ctx, p.es, cfg.Elasticsearch.URLs)
+		if p.engines, err = indexer.Engines(cfg); err == nil {
+			err = indexer.CheckAll(ctx, p.engines)
 		}
 	}
 	if err == nil {
@@ -114,7 +113,7 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 		return err
 	}
 	defer builder.close()
-	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refresher(p.es, st.model.Aggregates), st.reg)
+	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refreshers(p.engines, st.model.Aggregates), st.reg)
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {

@@ -14,9 +14,10 @@ func status(ctx context.Context, c *call, asJSON bool) int {
 	}
 	defer v.close()
 	var count watermark.DocumentCounter
-	if v.es != nil {
+	if len(v.engines) > 0 {
+		// The first engine's count (Elasticsearch when both are set).
 		count = func(ctx context.Context, aggregate string) (int64, bool) {
-			return indexer.CountDocuments(ctx, v.es, v.model.Aggregate(aggregate).Index)
+			return indexer.CountDocuments(ctx, v.engines[0].Client, v.model.Aggregate(aggregate).Index)
 		}
 	}
 	rep, err := v.tracker.Status(ctx, count)

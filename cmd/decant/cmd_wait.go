@@ -32,7 +32,7 @@ func wait(ctx context.Context, c *call, lsnArg string, timeout time.Duration) in
 	started := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := opsapi.WaitVisible(wctx, v.tracker, indexer.Refresher(v.es, v.model.Aggregates), lsn); err != nil {
+	if err := opsapi.WaitVisible(wctx, v.tracker, indexer.Refreshers(v.engines, v.model.Aggregates), lsn); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil {
 			err = fmt.Errorf("%s not indexed within %s: %w", wire.FormatLSN(lsn), timeout, err)
 		}

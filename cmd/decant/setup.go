@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,8 +129,8 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 	if err == nil {
 		defer tracker.Close()
 	}
-	es, _ := indexer.NewClient(s.cfg.Elasticsearch)
-	ops := opsapi.NewServer(s.log, tracker, indexer.Refresher(es, s.model.Aggregates), s.reg)
+	engines, _ := indexer.Engines(s.cfg)
+	ops := opsapi.NewServer(s.log, tracker, indexer.Refreshers(engines, s.model.Aggregates), s.reg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -187,12 +186,12 @@ func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
 }
 
 // opsView is what the read-only commands (status, wait) look at: the
-// stack, its watermark tracker and the Elasticsearch client (nil when none
-// is configured).
+// stack, its watermark tracker and the search engines (none when none is
+// configured).
 type opsView struct {
 	*stack
 	tracker *watermark.Tracker
-	es      *elasticsearch.Client
+	engines []indexer.Engine
 }
 
 func (v *opsView) close() {
@@ -217,11 +216,11 @@ func (c *call) openOpsView(ctx context.Context) (*opsView, int) {
 		st.close()
 		return nil, c.fail(1, err)
 	}
-	es, err := indexer.NewClient(cfg.Elasticsearch)
+	engines, err := indexer.Engines(cfg)
 	if err != nil {
 		tracker.Close()
 		st.close()
 		return nil, c.fail(1, err)
 	}
-	return &opsView{stack: st, tracker: tracker, es: es}, 0
+	return &opsView{stack: st, tracker: tracker, engines: engines}, 0
 }

@@ -15,6 +15,8 @@ REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
 : "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
 : "${DECANT_ES_PORT:=59200}"
 : "${DECANT_ES_TRANSPORT_PORT:=59300}"
+: "${DECANT_OS_PORT:=59201}"                      # OpenSearch HTTP
+: "${DECANT_OS_TRANSPORT_PORT:=59301}"
 : "${DECANT_WAIT_SECS:=180}"                      # health-check timeout per server
 
 LOG_DIR="$DECANT_INFRA_DIR/logs"
@@ -68,11 +70,13 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # copy-dependencies never deletes, so reusing LIBS after a version bump would
 # leave two versions on the classpath. The result must hold a jar matching
 # the glob JAR; WHAT (what could not be resolved) and NOJAR (the jar that is
-# missing) name them in the errors.
+# missing) name them in the errors. Further arguments go to mvn (e.g.
+# -Dversion.property=... to pick a version the POM leaves open).
 mvn_libs() {
   local pom="$1" libs="$2" mvnlog="$3" jar="$4" what="$5" nojar="$6" tmp="$2.tmp.$$"
+  shift 6
   rm -rf "$tmp"; mkdir -p "$(dirname "$libs")"
-  if ! mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+  if ! mvn -q -B -Dstyle.color=never -f "$pom" "$@" dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory="$tmp" >"$mvnlog" 2>&1; then
     tail -n 30 "$mvnlog" >&2 || true
     rm -rf "$tmp"

@@ -22,6 +22,7 @@
 //	DECANT_TEST_PG_DSN        default postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable
 //	DECANT_TEST_KAFKA_BROKERS default 127.0.0.1:59092
 //	DECANT_TEST_ES_URL        default http://127.0.0.1:59200
+//	DECANT_TEST_OS_URL        default http://127.0.0.1:59201 (OpenSearch, OSURL)
 //
 // When a server is unreachable a test fails under CI=true (a missing server
 // must never turn a red run green) and is skipped otherwise, so `go test

@@ -44,6 +44,9 @@ func KafkaBrokers() []string {
 // ESURL is the test Elasticsearch node.
 func ESURL() string { return env("DECANT_TEST_ES_URL", "http://127.0.0.1:59200") }
 
+// OSURL is the test OpenSearch node (e2e/infra/opensearch.sh).
+func OSURL() string { return env("DECANT_TEST_OS_URL", "http://127.0.0.1:59201") }
+
 // InCI reports whether tests run under CI=true, where missing servers fail.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
@@ -272,18 +275,24 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 	return out, nil
 }
 
-// ESEnv is an index prefix and a client for one test.
+// ESEnv is a search engine (Elasticsearch or OpenSearch), an index prefix
+// and a client for one test.
 type ESEnv struct {
+	Kind   string // "elasticsearch" or "opensearch"
 	URL    string
 	Prefix string // unique index prefix, e.g. t3f9a0c1b2
+	// Client is the go-elasticsearch client: Elasticsearch only (it
+	// refuses other servers), nil for OpenSearch.
 	Client *elasticsearch.Client
+	// Search sends esapi requests to either engine.
+	Search esapi.Transport
 }
 
-// Do sends an Elasticsearch request and returns its status code and body;
-// it fails the test when the request cannot be sent.
+// Do sends a request and returns its status code and body; it fails the
+// test when the request cannot be sent.
 func (e *ESEnv) Do(tb testing.TB, req esapi.Request) (int, []byte) {
 	tb.Helper()
-	res, err := req.Do(context.Background(), e.Client)
+	res, err := req.Do(context.Background(), e.Search)
 	if err != nil {
 		tb.Fatalf("%T: %v", req, err)
 	}
@@ -310,14 +319,17 @@ func Elasticsearch(t testing.TB) *ESEnv {
 	if res.StatusCode != http.StatusOK {
 		unavailable(t, "Elasticsearch", fmt.Errorf("GET / returned %s", res.Status()))
 	}
-	e := &ESEnv{URL: ESURL(), Prefix: "t" + Suffix(), Client: es}
-	t.Cleanup(func() {
-		res, err := es.Indices.Delete([]string{e.Prefix + "*"})
-		if err == nil {
-			res.Body.Close()
-		}
-	})
+	e := &ESEnv{Kind: "elasticsearch", URL: ESURL(), Prefix: "t" + Suffix(), Client: es, Search: es}
+	t.Cleanup(e.deleteIndexes)
 	return e
+}
+
+// deleteIndexes deletes the test's indexes (those starting with Prefix).
+func (e *ESEnv) deleteIndexes() {
+	res, err := esapi.IndicesDeleteRequest{Index: []string{e.Prefix + "*"}}.Do(context.Background(), e.Search)
+	if err == nil {
+		res.Body.Close()
+	}
 }
 
 // WaitFor polls cond every 100ms until it returns true, and fails the test
