@@ -104,6 +104,8 @@ func probeMembership(ctx context.Context, cl *kgo.Client, f *fence.Fence, group 
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group, req.MemberID, req.Generation = group, member, generation
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // never hold an assignment callback long
+	defer cancel()
 	sent := time.Now()
 	resp, err := req.RequestWith(ctx, cl)
 	if err == nil && resp.ErrorCode == 0 {
