@@ -68,8 +68,8 @@ bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlo
 bench-build: ## build stage docs/s ÷ the same build SQL as COPY … TO STDOUT (DECANT_BENCH_BUILD_AGGREGATES, default 200000)
 	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^BenchmarkBuildVsCopy$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
-bench-index: ## Elasticsearch sink docs/s ÷ a direct bulk load of the same documents (servers must be up)
-	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^BenchmarkESSinkVsDirectBulk$$' -timeout 60m ./e2e | $(BENCH_SHOW)
+bench-index: ## Elasticsearch and OpenSearch sinks' docs/s ÷ a direct bulk load of the same documents (servers must be up)
+	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^Benchmark(ES|OpenSearch)SinkVsDirectBulk$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-backfill: ## backfill docs/s through refs → build → both sinks (aggregate topic, Elasticsearch) ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
 	set -o pipefail; DECANT_BENCH_AGGREGATES=$${DECANT_BENCH_AGGREGATES:-1000000} $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkBackfill$$' -timeout 120m ./e2e | $(BENCH_SHOW)

@@ -33,7 +33,7 @@ func idxDirectBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, doc
 // idxBulkLoad is idxDirectBulkLoad with requests of flushBytes and
 // workers requests in flight (the grid of the documents benchmarks).
 func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int) error {
-	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Client, Index: index, FlushBytes: flushBytes, NumWorkers: workers})
+	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Search, Index: index, FlushBytes: flushBytes, NumWorkers: workers})
 	if err != nil {
 		return err
 	}
@@ -92,24 +92,31 @@ func idxBenchDocs(n int, version uint64) []wire.Document {
 // starting with "BENCH index".
 //
 //	go test ./e2e -run '^$' -bench ESSinkVsDirectBulk -benchtime 1x -count 1
-func BenchmarkESSinkVsDirectBulk(b *testing.B) {
-	es, k := testenv.Elasticsearch(b), testenv.Kafka(b)
+func BenchmarkESSinkVsDirectBulk(b *testing.B) { idxSinkVsDirectBulk(b, "elasticsearch") }
+
+// BenchmarkOpenSearchSinkVsDirectBulk is BenchmarkESSinkVsDirectBulk on
+// OpenSearch (issue 17): the same sink, the same documents, the same
+// direct load; its line starts with "BENCH index opensearch".
+func BenchmarkOpenSearchSinkVsDirectBulk(b *testing.B) { idxSinkVsDirectBulk(b, "opensearch") }
+
+func idxSinkVsDirectBulk(b *testing.B, engine string) {
+	es, k := testenv.SearchEngine(b, engine), testenv.Kafka(b)
 	ctx := context.Background()
 	const batch, writers = 500, 4
 	n := benchEnvInt("DECANT_BENCH_INDEX_DOCS", 50000)
 	docs := idxBenchDocs(n, 100)
 	spec := indexer.IndexSpec{Aggregate: "bench", Alias: es.Prefix + "-bench", ZeroReplicas: true,
 		Settings: map[string]any{"number_of_shards": 1}, Mappings: map[string]any{"properties": map[string]any{}}}
-	if _, err := indexer.EnsureIndex(ctx, es.Client, spec); err != nil {
+	if _, err := indexer.EnsureIndex(ctx, es.Search, spec); err != nil {
 		b.Fatal(err)
 	}
 	direct := es.Prefix + "-direct"
-	res, err := esapi.IndicesCreateRequest{Index: direct, Body: strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)}.Do(ctx, es.Client)
+	res, err := esapi.IndicesCreateRequest{Index: direct, Body: strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)}.Do(ctx, es.Search)
 	if err != nil {
 		b.Fatal(err)
 	}
 	res.Body.Close()
-	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Client, Aliases: map[string]string{"bench": spec.Alias},
+	s, err := indexer.NewESSink(indexer.ESSinkConfig{Client: es.Search, Kind: es.Kind, Aliases: map[string]string{"bench": spec.Alias},
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.Prefix, Partitions: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -166,6 +173,10 @@ func BenchmarkESSinkVsDirectBulk(b *testing.B) {
 	b.ReportMetric(sinkRate, "sink-docs/s")
 	b.ReportMetric(directRate, "direct-docs/s")
 	b.ReportMetric(sinkRate/directRate, "ratio")
-	fmt.Printf("BENCH index docs=%d batch=%d writers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs) ratio=%.2f\n",
-		n, batch, writers, sinkRate, sinkTime.Seconds()/float64(rounds), directRate, directTime.Seconds()/float64(rounds), sinkRate/directRate)
+	name := "index"
+	if engine != "elasticsearch" {
+		name += " " + engine
+	}
+	fmt.Printf("BENCH %s docs=%d batch=%d writers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs) ratio=%.2f\n",
+		name, n, batch, writers, sinkRate, sinkTime.Seconds()/float64(rounds), directRate, directTime.Seconds()/float64(rounds), sinkRate/directRate)
 }

@@ -175,13 +175,13 @@ func resBenchDocs(ctx context.Context, pool mappings.Querier, agg *mappings.Aggr
 func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 	tb.Helper()
 	ctx := testenv.Ctx(tb)
-	res, err := esapi.IndicesFlushRequest{}.Do(ctx, es.Client)
+	res, err := esapi.IndicesFlushRequest{}.Do(ctx, es.Search)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	res.Body.Close()
 	testenv.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
-		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Client)
+		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Search)
 		if err != nil {
 			return false, err
 		}

@@ -278,3 +278,37 @@ var productExample = func() string {
 	}
 	return string(b)
 }()
+
+// TestCheckSearchEngines (issue 17): decant check asks each search engine
+// what it is and refuses one configured under the other engine's section,
+// naming the key to fix; both engines configured right pass.
+func TestCheckSearchEngines(t *testing.T) {
+	pg := testenv.Postgres(t)
+	pg.Exec(t, shopSQL(t))
+	pg.Exec(t, `ALTER TABLE orders REPLICA IDENTITY FULL;
+ALTER TABLE order_lines REPLICA IDENTITY FULL;
+CREATE PUBLICATION decant FOR ALL TABLES`)
+	testenv.OpenSearch(t) // fails under CI when the node is missing
+	es, os := testenv.ESURL(), testenv.OSURL()
+	for _, c := range []struct {
+		name           string
+		esURLs, osURLs string
+		code           int
+		want           string
+	}{
+		{"both right", es, os, 0, "ok: 1 aggregate(s) checked"},
+		{"opensearch only", "", os, 0, "ok: 1 aggregate(s) checked"},
+		{"opensearch under elasticsearch", os, "", 1, "the server is not Elasticsearch"},
+		{"elasticsearch under opensearch", "", es, 1, "opensearch.urls [" + es + "]: the server is elasticsearch 7."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := writeConfig(t, pg.DSN, false, map[string]string{"shop.yaml": productExample})
+			t.Setenv("DECANT_ELASTICSEARCH_URLS", c.esURLs)
+			t.Setenv("DECANT_OPENSEARCH_URLS", c.osURLs)
+			code, out, errOut := runCmd(t, "check", "--config", cfg)
+			if code != c.code || !strings.Contains(out+errOut, c.want) {
+				t.Errorf("exit %d, want %d and %q in:\n%s%s", code, c.code, c.want, out, errOut)
+			}
+		})
+	}
+}

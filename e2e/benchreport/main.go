@@ -154,6 +154,7 @@ var stages = []stage{
 	{"stream small transactions", "stream", streamRows("%s rows in transactions of 10")},
 	{"build", "build", ratioRow("build", "%s aggregates", "docs/s", "COPY (build SQL) TO STDOUT", "decant", "copy")},
 	{"index", "elasticsearch sink", ratioRow("elasticsearch sink", "%s documents", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
+	{"index opensearch", "opensearch sink", ratioRow("opensearch sink", "%s documents", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
 	{"backfill", "backfill end to end", ratioRow("backfill end to end", "%s aggregates", "docs/s", "direct _bulk load", "decant", "direct_bulk")},
 	{"fencing", "fenced build stage", ratioRow("fenced build stage", "%s aggregates, aggregate topic only", "docs/s", "the same unfenced", "fenced", "unfenced")},
 	{"freshness", "freshness", func(l line) []row {

@@ -190,3 +190,48 @@ func TestStatusShowsSlotLag(t *testing.T) {
 	})
 	run.Term(time.Minute)
 }
+
+// TestRunWithOpenSearch (issue 17): `decant run` with OpenSearch as the
+// only search engine (elasticsearch.urls empty): the alias is created on
+// OpenSearch, every write is searchable there once /v1/wait returns (the
+// refresh goes to OpenSearch), and a delete removes the document.
+func TestRunWithOpenSearch(t *testing.T) {
+	p := newPipeline(t)
+	osEnv := testenv.OpenSearch(t)
+	osEnv.Prefix = p.ES.Prefix // the pipeline's index names, deleted at cleanup
+	addr := testenv.FreePort(t)
+	p.Start("run", []string{"DECANT_HTTP_LISTEN=" + addr, "DECANT_ELASTICSEARCH_URLS=", "DECANT_OPENSEARCH_URLS=" + osEnv.URL}, "run")
+	testenv.WaitFor(t, "decant run's /readyz", 90*time.Second, func() (bool, error) {
+		code, body, err := testenv.Get("http://" + addr + "/readyz")
+		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
+	})
+	cl := opsapi.NewClient("http://" + addr)
+	search := func(q string) string {
+		code, body, err := testenv.Get(osEnv.URL + "/" + p.Alias + "/_search?q=" + url.QueryEscape(q))
+		if err != nil || code != 200 {
+			t.Fatalf("OpenSearch search %q: %d %s %v", q, code, body, err)
+		}
+		return body
+	}
+	for i := 1; i <= 20; i++ {
+		name := fmt.Sprintf("on-opensearch-%d", i)
+		p.PG.Exec(t, `INSERT INTO items VALUES ($1, $2, $3)`, i, name, 1+i%2)
+		if err := cl.Wait(context.Background(), lsn(t, p), 2*time.Minute); err != nil {
+			t.Fatalf("iteration %d: /v1/wait: %v", i, err)
+		}
+		if body := search(fmt.Sprintf(`name.keyword:"%s"`, name)); !strings.Contains(body, `"total":{"value":1,`) {
+			t.Fatalf("iteration %d: %q not in OpenSearch right after /v1/wait: %s", i, name, body)
+		}
+	}
+	p.PG.Exec(t, `DELETE FROM items WHERE id = 7`)
+	if err := cl.Wait(context.Background(), lsn(t, p), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if body := search(`name.keyword:"on-opensearch-7"`); !strings.Contains(body, `"total":{"value":0,`) {
+		t.Fatalf("item 7, deleted, is still in OpenSearch: %s", body)
+	}
+	// Nothing went to Elasticsearch: its sink is off.
+	if code, _, _ := testenv.Get(p.ES.URL + "/" + p.Alias); code != 404 {
+		t.Errorf("GET %s on Elasticsearch: %d, want 404 (the Elasticsearch sink is off)", p.Alias, code)
+	}
+}

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Starts every test server; idempotent. PostgreSQL first (fast), then Kafka,
 # Elasticsearch and OpenSearch in parallel (JVM start-up dominates).
+# DECANT_INFRA_OPENSEARCH=0 leaves OpenSearch out (the demo does not use it).
 set -euo pipefail
 dir="$(cd "$(dirname "$0")" && pwd)"
 bash "$dir/pg.sh" up
 bash "$dir/kafka.sh" up & kpid=$!
 bash "$dir/es.sh" up & epid=$!
-bash "$dir/opensearch.sh" up & opid=$!
+opid=
+if [ "${DECANT_INFRA_OPENSEARCH:-1}" != 0 ]; then
+  bash "$dir/opensearch.sh" up & opid=$!
+fi
 status=0
 wait $kpid || { echo "[infra] Kafka failed to start" >&2; status=1; }
 wait $epid || { echo "[infra] Elasticsearch failed to start" >&2; status=1; }
-wait $opid || { echo "[infra] OpenSearch failed to start" >&2; status=1; }
+if [ -n "$opid" ]; then
+  wait $opid || { echo "[infra] OpenSearch failed to start" >&2; status=1; }
+fi
 exit $status
