@@ -307,3 +307,28 @@ func testEnsureIndexReplacesAutoCreatedIndex(t *testing.T, engine string) {
 		t.Errorf("mapping behind the alias: %d %s", code, body)
 	}
 }
+
+// TestESSinkOneActionPerDocumentID: two documents of one write that land
+// on one _id ({"id":"2"} deleted and {"id":2} built, as after a key
+// column's type changed) become one action, the newer or later one, so a
+// retry that resends only some actions cannot apply them out of order.
+func TestESSinkOneActionPerDocumentID(t *testing.T) { forEachEngine(t, testESSinkOneActionPerDocumentID) }
+
+func testESSinkOneActionPerDocumentID(t *testing.T, engine string) {
+	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
+	spec := idxSpecStrict(es, "customer")
+	s := idxESSink(t, es, k, spec)
+	idxWrite(t, s, idxDoc("customer", `{"id":2}`, 5, `{"name":"old","n":1}`))
+	idxWrite(t, s,
+		idxDoc("customer", `{"id":"2"}`, 9, ""), // deleted, under the text encoding
+		idxDoc("customer", `{"id":2}`, 9, `{"name":"built","n":2}`),
+		idxDoc("customer", `{"id":3}`, 9, `{"name":"three","n":3}`),
+		idxDoc("customer", `{"id":"3"}`, 8, ""), // older: loses
+	)
+	for id, want := range map[string]string{"2": "built", "3": "three"} {
+		v, src, found := idxGet(t, es, spec.Alias, id)
+		if !found || src["name"] != want || v != 9 {
+			t.Errorf("document %s: found %v, version %d, %v; want %q at version 9", id, found, v, src, want)
+		}
+	}
+}

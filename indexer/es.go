@@ -206,6 +206,23 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	started := time.Now()
 	var dead []wire.DeadLetter
 	acts := make([]action, 0, len(docs))
+	// One action per index and _id: two documents of one write that land
+	// on one _id (ids that differ only in encoding, {"id":"2"} and
+	// {"id":2}) would be applied in either order once a retry resends only
+	// one of them. The newer (on a tie, the later) one stays.
+	at := make(map[string]int, len(docs))
+	add := func(a action, id string) {
+		k := a.target + "\x00" + id
+		if j, ok := at[k]; ok {
+			if docs[a.doc].Version < docs[acts[j].doc].Version {
+				return
+			}
+			acts[j] = a
+			return
+		}
+		at[k] = len(acts)
+		acts = append(acts, a)
+	}
 	for i := range docs {
 		d := &docs[i]
 		alias := s.Alias(d.Aggregate)
@@ -222,9 +239,9 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 		if err != nil {
 			return err
 		}
-		acts = append(acts, action{doc: i, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)})
+		add(action{doc: i, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)}, id)
 		if t.next != "" {
-			acts = append(acts, action{doc: i, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)})
+			add(action{doc: i, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)}, id)
 		}
 	}
 

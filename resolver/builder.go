@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -731,6 +732,14 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	lsn := wire.FormatLSN(snap.lsn)
 	docs := make([]wire.Document, 0, len(canon)+len(extra))
 	seen := make(map[string]bool, len(canon))
+	// A requested key that names a built row in another encoding (a ref
+	// written while the id column was text: {"id":"2"} for the row built
+	// as {"id":2}) is that row, not a deleted one: a delete of it would
+	// hit the same search document as the built one.
+	builtAs := make(map[string]bool, len(extra))
+	for _, k := range extra {
+		builtAs[looseKey(k)] = true
+	}
 	for _, k := range append(canon, extra...) {
 		if seen[string(k)] {
 			continue
@@ -739,10 +748,41 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
 		if doc, ok := built[string(k)]; ok {
 			d.Doc = doc
+		} else if builtAs[looseKey(k)] {
+			continue
 		} else {
 			d.Deleted = true
 		}
 		docs = append(docs, d)
 	}
 	return docs, nil
+}
+
+// looseKey is an id key with its string values unquoted: keys that differ
+// only in whether a value is a JSON string or a number ({"id":"2"},
+// {"id":2}) get the same loose key, as they get the same search document
+// id.
+func looseKey(k []byte) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(k, &m) != nil {
+		return string(k)
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		v := m[n]
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			v = json.RawMessage(s)
+		}
+		b.WriteString(n)
+		b.WriteByte(0)
+		b.Write(v)
+		b.WriteByte(0)
+	}
+	return b.String()
 }

@@ -446,3 +446,15 @@ func TestBuildBatchesHoldSharedKeys(t *testing.T) {
 		t.Errorf("keys built at once: %v, want only {\"id\":9}: a shared key must not hold the others back", got)
 	}
 }
+
+func TestLooseKey(t *testing.T) {
+	same := [][2]string{{`{"id":"2"}`, `{"id":2}`}, {`{"a":1,"b":"x"}`, `{"b":"x","a":"1"}`}}
+	for _, c := range same {
+		if looseKey([]byte(c[0])) != looseKey([]byte(c[1])) {
+			t.Errorf("looseKey(%s) != looseKey(%s)", c[0], c[1])
+		}
+	}
+	if looseKey([]byte(`{"id":2}`)) == looseKey([]byte(`{"id":3}`)) || looseKey([]byte(`{"id":2}`)) == looseKey([]byte(`{"key":2}`)) {
+		t.Error("looseKey merges different keys")
+	}
+}
