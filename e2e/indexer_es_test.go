@@ -312,7 +312,9 @@ func testEnsureIndexReplacesAutoCreatedIndex(t *testing.T, engine string) {
 // on one _id ({"id":"2"} deleted and {"id":2} built, as after a key
 // column's type changed) become one action, the newer or later one, so a
 // retry that resends only some actions cannot apply them out of order.
-func TestESSinkOneActionPerDocumentID(t *testing.T) { forEachEngine(t, testESSinkOneActionPerDocumentID) }
+func TestESSinkOneActionPerDocumentID(t *testing.T) {
+	forEachEngine(t, testESSinkOneActionPerDocumentID)
+}
 
 func testESSinkOneActionPerDocumentID(t *testing.T, engine string) {
 	es, k := testenv.SearchEngine(t, engine), testenv.Kafka(t)
