@@ -86,3 +86,60 @@ mvn_libs() {
   rm -rf "$libs"
   mv "$tmp" "$libs"
 }
+
+# --- embedded JVM nodes (es.sh, opensearch.sh) --------------------------------
+# Each script sets NODE_HOME (its path.home),
+# NODE_PIDFILE, NODE_MAIN (the launcher class), NODE_URL and NODE_SCRIPT
+# before it calls these.
+
+# is_ours PID: PID is the launcher of this checkout's node (guards against a
+# recycled pid in a stale pid file).
+is_ours() {
+  local pid="$1"
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "path.home=$NODE_HOME"
+}
+
+# our_pid: prints the pid of our node, if one runs. Falls back to a /proc scan
+# for a launcher with our exact path.home when the pid file was lost.
+our_pid() {
+  local pid p
+  if pid_alive "$NODE_PIDFILE"; then
+    pid=$(cat "$NODE_PIDFILE")
+    if is_ours "$pid"; then echo "$pid"; return 0; fi
+  fi
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    if is_ours "$p" && tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF "$NODE_MAIN"; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
+# alive PID: running and not a zombie awaiting its reaper.
+alive() {
+  local st
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+healthy() {
+  curl -sf -o /dev/null --max-time 5 "$NODE_URL/_cluster/health?wait_for_status=yellow&timeout=1s"
+}
+
+# heap_mb VALUE VAR: 512m -> 512, 1g -> 1024; VAR names the setting for errors.
+heap_mb() {
+  case "$1" in
+    *[gG]) echo $(( ${1%[gG]} * 1024 )) ;;
+    *[mM]) echo "${1%[mM]}" ;;
+    *) die "$2 must look like 512m or 1g, got '$1'" ;;
+  esac
+}
+
+# up and down from parallel test packages must not race: one at a time.
+# (fd 9 is closed for the JVM, see cmd_up, so the lock dies with the script.)
+lock() {
+  exec 9>"$PID_DIR/$NODE_SCRIPT.lock"
+  flock -w $((DECANT_WAIT_SECS + 90)) 9 || die "timed out waiting for another $NODE_SCRIPT.sh to finish"
+}

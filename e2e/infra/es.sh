@@ -29,6 +29,8 @@ ES_LOG="$LOG_DIR/es.log"
 ES_OUT="$LOG_DIR/es.out"
 ES_URL="http://127.0.0.1:$DECANT_ES_PORT"
 ES_MAIN=DecantEsNode
+# For the node helpers of common.sh.
+NODE_HOME="$ES_HOME" NODE_PIDFILE="$ES_PID" NODE_MAIN="$ES_MAIN" NODE_URL="$ES_URL" NODE_SCRIPT=es
 : "${DECANT_ES_HEAP:=512m}"
 : "${DECANT_ES_JAVA_OPTS:=}"
 : "${DECANT_ES_CDS:=1}"
@@ -92,55 +94,11 @@ build() {
 
 # --- process helpers --------------------------------------------------------
 
-# is_ours PID: PID is the launcher of this checkout's node (guards against a
-# recycled pid in a stale pid file).
-is_ours() {
-  local pid="$1"
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "path.home=$ES_HOME"
-}
-
-# our_pid: prints the pid of our node, if one runs. Falls back to a /proc scan
-# for a launcher with our exact path.home when the pid file was lost.
-our_pid() {
-  local pid p
-  if pid_alive "$ES_PID"; then
-    pid=$(cat "$ES_PID")
-    if is_ours "$pid"; then echo "$pid"; return 0; fi
-  fi
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    if is_ours "$p" && tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF "$ES_MAIN"; then
-      echo "$p"; return 0
-    fi
-  done
-  return 1
-}
-
-# alive PID: running and not a zombie awaiting its reaper.
-alive() {
-  local st
-  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-
-healthy() {
-  curl -sf -o /dev/null --max-time 5 "$ES_URL/_cluster/health?wait_for_status=yellow&timeout=1s"
-}
-
 # The go-elasticsearch v8 client rejects any server whose responses lack
 # "X-Elastic-Product: Elasticsearch"; ES adds it since 7.14. Check, don't assume.
 check_product_header() {
   curl -sI --max-time 5 "$ES_URL/" | tr -d '\r' | grep -qix 'x-elastic-product: Elasticsearch' ||
     die "Elasticsearch at $ES_URL answers without the X-Elastic-Product header the Go client needs"
-}
-
-heap_mb() {  # 512m -> 512, 1g -> 1024
-  case "$1" in
-    *[gG]) echo $(( ${1%[gG]} * 1024 )) ;;
-    *[mM]) echo "${1%[mM]}" ;;
-    *) die "DECANT_ES_HEAP must look like 512m or 1g, got '$1'" ;;
-  esac
 }
 
 # es_ready PID: the wait_for probe. Fails fast (exits) when the JVM died,
@@ -191,7 +149,7 @@ cmd_up() {
   cp "$ES_SRC/log4j2.properties" "$ES_HOME/config/log4j2.properties"
 
   heap=$DECANT_ES_HEAP
-  mb=$(heap_mb "$heap")
+  mb=$(heap_mb "$heap" DECANT_ES_HEAP)
   # JVM flags follow ES 7.17's own jvm.options and JvmErgonomics.
   local -a jvm=(
     "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$((mb / 2))m"
@@ -304,13 +262,6 @@ cmd_status() {
   fi
   echo stopped
   return 3
-}
-
-# up and down from parallel test packages must not race: one at a time.
-# (fd 9 is closed for the JVM, see cmd_up, so the lock dies with this script.)
-lock() {
-  exec 9>"$PID_DIR/es.lock"
-  flock -w $((DECANT_WAIT_SECS + 90)) 9 || die "timed out waiting for another es.sh to finish"
 }
 
 case "${1:-}" in

@@ -48,6 +48,8 @@ OS_LOG="$LOG_DIR/opensearch.log"
 OS_OUT="$LOG_DIR/opensearch.out"
 OS_URL="http://127.0.0.1:$DECANT_OS_PORT"
 OS_MAIN=DecantOpenSearchNode
+# For the node helpers of common.sh.
+NODE_HOME="$OS_HOME" NODE_PIDFILE="$OS_PID" NODE_MAIN="$OS_MAIN" NODE_URL="$OS_URL" NODE_SCRIPT=opensearch
 : "${DECANT_OS_HEAP:=512m}"
 : "${DECANT_OS_JAVA_OPTS:=}"
 : "${DECANT_OS_CDS:=1}"
@@ -111,42 +113,6 @@ build() {
 
 # --- process helpers --------------------------------------------------------
 
-# is_ours PID: PID is the launcher of this checkout's node (guards against a
-# recycled pid in a stale pid file).
-is_ours() {
-  local pid="$1"
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "path.home=$OS_HOME"
-}
-
-# our_pid: prints the pid of our node, if one runs. Falls back to a /proc scan
-# for a launcher with our exact path.home when the pid file was lost.
-our_pid() {
-  local pid p
-  if pid_alive "$OS_PID"; then
-    pid=$(cat "$OS_PID")
-    if is_ours "$pid"; then echo "$pid"; return 0; fi
-  fi
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    if is_ours "$p" && tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF "$OS_MAIN"; then
-      echo "$p"; return 0
-    fi
-  done
-  return 1
-}
-
-# alive PID: running and not a zombie awaiting its reaper.
-alive() {
-  local st
-  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-
-healthy() {
-  curl -sf -o /dev/null --max-time 5 "$OS_URL/_cluster/health?wait_for_status=yellow&timeout=1s"
-}
-
 # running_version: the version number GET / reports, if OpenSearch answers.
 running_version() {
   local body
@@ -162,14 +128,6 @@ check_identity() {
   v=$(running_version) || die "the server at $OS_URL does not answer GET / as OpenSearch"
   [ "$v" = "$OS_VERSION" ] ||
     die "OpenSearch $v runs at $OS_URL, not $OS_VERSION (DECANT_OS_VERSION=$DECANT_OS_VERSION); stop it first: opensearch.sh down"
-}
-
-heap_mb() {  # 512m -> 512, 1g -> 1024
-  case "$1" in
-    *[gG]) echo $(( ${1%[gG]} * 1024 )) ;;
-    *[mM]) echo "${1%[mM]}" ;;
-    *) die "DECANT_OS_HEAP must look like 512m or 1g, got '$1'" ;;
-  esac
 }
 
 # os_ready PID: the wait_for probe. Fails fast (exits) when the JVM died,
@@ -220,7 +178,7 @@ cmd_up() {
   cp "$OS_SRC/log4j2.properties" "$OS_HOME/config/log4j2.properties"
 
   heap=$DECANT_OS_HEAP
-  mb=$(heap_mb "$heap")
+  mb=$(heap_mb "$heap" DECANT_OS_HEAP)
   # JVM flags follow OpenSearch's jvm.options and SystemJvmOptions.
   local -a jvm=(
     "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$((mb / 2))m"
@@ -342,13 +300,6 @@ cmd_status() {
   fi
   echo stopped
   return 3
-}
-
-# up and down from parallel test packages must not race: one at a time.
-# (fd 9 is closed for the JVM, see cmd_up, so the lock dies with this script.)
-lock() {
-  exec 9>"$PID_DIR/opensearch.lock"
-  flock -w $((DECANT_WAIT_SECS + 90)) 9 || die "timed out waiting for another opensearch.sh to finish"
 }
 
 case "${1:-}" in
