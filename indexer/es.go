@@ -210,18 +210,25 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	// on one _id (ids that differ only in encoding, {"id":"2"} and
 	// {"id":2}) would be applied in either order once a retry resends only
 	// one of them. The newer (on a tie, the later) one stays.
+	// A superseded document is counted as Elasticsearch would have
+	// answered it in order: older than the one kept, a conflict; the same
+	// version (a duplicate), written.
 	at := make(map[string]int, len(docs))
+	var superseded []action
 	add := func(a action, id string) {
 		k := a.target + "\x00" + id
-		if j, ok := at[k]; ok {
-			if docs[a.doc].Version < docs[acts[j].doc].Version {
-				return
-			}
-			acts[j] = a
+		j, ok := at[k]
+		if !ok {
+			at[k] = len(acts)
+			acts = append(acts, a)
 			return
 		}
-		at[k] = len(acts)
-		acts = append(acts, a)
+		if docs[a.doc].Version < docs[acts[j].doc].Version {
+			superseded = append(superseded, a)
+			return
+		}
+		superseded = append(superseded, acts[j])
+		acts[j] = a
 	}
 	for i := range docs {
 		d := &docs[i]
@@ -278,8 +285,29 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	if err != nil {
 		return err
 	}
+	for _, a := range superseded {
+		d := &docs[a.doc]
+		switch {
+		case a.next:
+		case d.Version < docs[acts[at[a.target+"\x00"+mustID(d)]].doc].Version:
+			s.stats.conflicts.Add(1)
+			s.met.conflicts.WithLabelValues(s.kind, d.Aggregate).Inc()
+		case d.Deleted:
+			s.stats.deleted.Add(1)
+			s.met.docs.WithLabelValues(s.kind, d.Aggregate, "delete").Inc()
+		default:
+			s.stats.written.Add(1)
+			s.met.docs.WithLabelValues(s.kind, d.Aggregate, "index").Inc()
+		}
+	}
 	s.met.latency.WithLabelValues(s.kind).Observe(time.Since(started).Seconds())
 	return nil
+}
+
+// mustID is the _id of a document whose id DocumentID already accepted.
+func mustID(d *wire.Document) string {
+	id, _ := DocumentID(d.ID)
+	return id
 }
 
 // send sends actions in bulk requests of at most BulkActions and BulkBytes,
