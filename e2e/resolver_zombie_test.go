@@ -34,7 +34,8 @@ aggregates:
 // issue 15), the paused member appended its older version after the
 // successor's tombstone in the aggregate topic (versions going back) and
 // re-created the deleted document in Elasticsearch, which had forgotten
-// the delete after index.gc_deletes.
+// the delete after index.gc_deletes. DECANT_TEST_UNFENCED=1 runs both
+// members unfenced, to see that.
 //
 // The member (a child process, session timeout 10 s) stops itself with
 // SIGSTOP just before writing a document containing a marker
