@@ -736,9 +736,11 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	// written while the id column was text: {"id":"2"} for the row built
 	// as {"id":2}) is that row, not a deleted one: a delete of it would
 	// hit the same search document as the built one.
-	builtAs := make(map[string]bool, len(extra))
-	for _, k := range extra {
-		builtAs[looseKey(k)] = true
+	// The built row may have been requested too, in its own encoding: a
+	// chunk can hold both keys.
+	builtAs := make(map[string]bool, len(built))
+	for k := range built {
+		builtAs[looseKey([]byte(k))] = true
 	}
 	for _, k := range append(canon, extra...) {
 		if seen[string(k)] {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,6 +45,7 @@ func Launch(tb testing.TB, name, logPath string, cmd *exec.Cmd) (*Proc, error) {
 		p.Kill()
 		if tb.Failed() {
 			tb.Logf("%s", p.Tail(200))
+			keepLog(tb, p)
 		}
 	})
 	return p, nil
@@ -183,4 +185,26 @@ func procStatus(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// KeepEnv names a directory into which the logs of a failed test's
+// processes are copied whole (the test's own directory is removed).
+const KeepEnv = "DECANT_TEST_KEEP_LOGS"
+
+func keepLog(tb testing.TB, p *Proc) {
+	dir := os.Getenv(KeepEnv)
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(p.Log)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name() + "." + p.Name + ".log")
+		err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	if err != nil {
+		tb.Logf("keeping the log of %s: %v", p.Name, err)
+	}
 }
