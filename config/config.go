@@ -160,6 +160,11 @@ type Resolver struct {
 type Indexer struct {
 	// BulkActions per Elasticsearch bulk request (requests are also capped at 5 MiB). Default: 10000.
 	BulkActions int `yaml:"bulk_actions"`
+	// BulkLoadSettings creates the index of a first start's initial load
+	// and of a reindex with refresh off and no replicas, and restores the
+	// mapping's values once the load is done (the bulk-load practice
+	// Elasticsearch documents). Default: true.
+	BulkLoadSettings bool `yaml:"bulk_load_settings"`
 }
 
 // Default returns the configuration used for every key the file leaves out.
@@ -175,7 +180,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
-		Indexer:  Indexer{BulkActions: 10000},
+		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true},
 	}
 }
 

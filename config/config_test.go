@@ -27,9 +27,16 @@ kafka:
 streamer:
   heartbeat_interval: 30s
 `)
-	cfg, err := Load(p, []string{"DECANT_KAFKA_TOPIC_PREFIX=shop", "DECANT_ELASTICSEARCH_URLS=http://es1:9200, http://es2:9200", "HOME=/root"})
+	if cfg, err := Load(p, nil); err != nil || !cfg.Indexer.BulkLoadSettings {
+		t.Errorf("indexer.bulk_load_settings defaults to %v (%v), want true", cfg != nil && cfg.Indexer.BulkLoadSettings, err)
+	}
+	cfg, err := Load(p, []string{"DECANT_KAFKA_TOPIC_PREFIX=shop", "DECANT_ELASTICSEARCH_URLS=http://es1:9200, http://es2:9200", "HOME=/root",
+		"DECANT_INDEXER_BULK_LOAD_SETTINGS=false"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Indexer.BulkLoadSettings {
+		t.Error("DECANT_INDEXER_BULK_LOAD_SETTINGS=false did not turn bulk-load settings off")
 	}
 	if cfg.Postgres.DSN != "postgres://decant:secret@db:5432/shop" || cfg.Postgres.Slot != "decant" {
 		t.Errorf("postgres = %+v", cfg.Postgres)

@@ -354,12 +354,14 @@ type docsBulk struct {
 func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
 
 // freshIndex creates a new index with the aggregate's settings and
-// mappings behind an alias named name, and returns the concrete index.
+// mappings behind an alias named name, set up for a bulk load (refresh
+// off, no replicas) as decant's first start sets up its own, and returns
+// the concrete index.
 func (d *docsBench) freshIndex(b *testing.B, name string) string {
 	b.Helper()
 	spec := indexer.SpecFor(d.agg, true)
 	spec.Alias = name
-	index, err := indexer.EnsureIndex(testenv.Ctx(b), d.es.Client, spec)
+	index, _, err := indexer.EnsureLoadIndex(testenv.Ctx(b), d.es.Client, spec)
 	if err != nil {
 		b.Fatal(err)
 	}

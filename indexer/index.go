@@ -91,13 +91,17 @@ func hasReplicas(settings map[string]any) bool {
 // body returns the create-index request body. The mapping's _meta records
 // the aggregate and hash, so decant can tell its own indexes from an index
 // Elasticsearch auto-created under the same name.
-func (s IndexSpec) body() []byte {
-	settings := make(map[string]any, len(s.Settings)+1)
+// When load, the index is created for a bulk load (see FinishLoad).
+func (s IndexSpec) body(load bool) []byte {
+	settings := make(map[string]any, len(s.Settings)+2)
 	for k, v := range s.Settings {
 		settings[k] = v
 	}
 	if s.ZeroReplicas && !hasReplicas(s.Settings) {
 		settings["number_of_replicas"] = 0
+	}
+	if load {
+		settings = loadSettings(settings)
 	}
 	mapping := make(map[string]any, len(s.Mappings)+1)
 	for k, v := range s.Mappings {
@@ -111,6 +115,9 @@ func (s IndexSpec) body() []byte {
 	}
 	meta["decant_aggregate"] = s.Aggregate
 	meta["decant_hash"] = s.Hash()
+	if load {
+		meta[loadingMeta] = true
+	}
 	mapping["_meta"] = meta
 	b, _ := json.Marshal(map[string]any{"settings": settings, "mappings": mapping})
 	return b
@@ -145,6 +152,24 @@ func (s IndexSpec) current(ctx context.Context, es Search) (want string, aliases
 // points at another index, it returns a *MappingChangedError and changes
 // nothing: a mapping change is applied by a reindex, never silently.
 func EnsureIndex(ctx context.Context, es Search, spec IndexSpec) (string, error) {
+	return ensureIndex(ctx, es, spec, false)
+}
+
+// EnsureLoadIndex is EnsureIndex creating a missing index for a bulk load
+// (the first start's initial load): refresh off and no replicas until
+// FinishLoad. It also reports whether the index the alias points at is
+// still being loaded (created so, by this call or by an earlier process
+// that did not finish the load).
+func EnsureLoadIndex(ctx context.Context, es Search, spec IndexSpec) (index string, loading bool, err error) {
+	index, err = ensureIndex(ctx, es, spec, true)
+	if err != nil {
+		return index, false, err
+	}
+	loading, err = Loading(ctx, es, index)
+	return index, loading, err
+}
+
+func ensureIndex(ctx context.Context, es Search, spec IndexSpec, load bool) (string, error) {
 	want, al, err := spec.current(ctx, es)
 	if err != nil {
 		return "", err
@@ -152,7 +177,7 @@ func EnsureIndex(ctx context.Context, es Search, spec IndexSpec) (string, error)
 	cur := al[spec.Alias]
 	switch {
 	case len(cur) == 0:
-		if err := createIndex(ctx, es, spec); err != nil {
+		if err := createIndex(ctx, es, spec, load); err != nil {
 			return "", err
 		}
 		err := updateAliases(ctx, es, fmt.Sprintf("create alias %s", spec.Alias),
@@ -264,7 +289,7 @@ func StartReindex(ctx context.Context, es Search, spec IndexSpec, opts ReindexOp
 			return "", err
 		}
 	}
-	if err := createIndex(ctx, es, spec); err != nil {
+	if err := createIndex(ctx, es, spec, true); err != nil {
 		return "", err
 	}
 	if err := updateAliases(ctx, es, "mark reindex", aliasAction{"add", want, spec.NextAlias()}); err != nil {
@@ -299,7 +324,11 @@ func SwapAlias(ctx context.Context, es Search, spec IndexSpec, opts ReindexOptio
 		return fmt.Errorf("aggregate %s: no reindex towards %s in progress (%s points at %v): run StartReindex first",
 			spec.Aggregate, want, spec.NextAlias(), next)
 	}
-	// Make everything the backfill wrote searchable before searches move over.
+	// The mapping's own settings (refresh, replicas) before searches move
+	// over; then make everything the backfill wrote searchable.
+	if _, err := FinishLoad(ctx, es, spec, want); err != nil {
+		return err
+	}
 	code, body, err := do(ctx, es, esapi.IndicesRefreshRequest{Index: []string{want}})
 	if err != nil || code != http.StatusOK {
 		return fmt.Errorf("aggregate %s: refresh %s before the swap: %w", spec.Aggregate, want, errors.Join(err, esErrorIf(code, body)))
@@ -357,10 +386,10 @@ func abort(ctx context.Context, es Search, spec IndexSpec, next []string, opts R
 // createIndex creates spec's concrete index unless it exists with decant's
 // own _meta for this spec. An index of that name without it (auto-created
 // by a late write after its deletion) is deleted and created again.
-func createIndex(ctx context.Context, es Search, spec IndexSpec) error {
+func createIndex(ctx context.Context, es Search, spec IndexSpec, load bool) error {
 	name := spec.IndexName()
 	for attempt := 0; ; attempt++ {
-		code, body, err := do(ctx, es, esapi.IndicesCreateRequest{Index: name, Body: bytes.NewReader(spec.body())})
+		code, body, err := do(ctx, es, esapi.IndicesCreateRequest{Index: name, Body: bytes.NewReader(spec.body(load))})
 		if err != nil {
 			return fmt.Errorf("aggregate %s: create index %s: %w", spec.Aggregate, name, err)
 		}
@@ -388,21 +417,12 @@ func createIndex(ctx context.Context, es Search, spec IndexSpec) error {
 
 // indexHash returns the decant_hash recorded in an index's mapping _meta.
 func indexHash(ctx context.Context, es Search, index string) (string, error) {
-	code, body, err := do(ctx, es, esapi.IndicesGetMappingRequest{Index: []string{index}})
-	if err != nil || code != http.StatusOK {
-		return "", fmt.Errorf("get mapping of %s: %w", index, errors.Join(err, esErrorIf(code, body)))
+	meta, err := indexMeta(ctx, es, index)
+	if err != nil {
+		return "", err
 	}
-	var r map[string]struct {
-		Mappings struct {
-			Meta struct {
-				Hash string `json:"decant_hash"`
-			} `json:"_meta"`
-		} `json:"mappings"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return "", fmt.Errorf("get mapping of %s: %w", index, err)
-	}
-	return r[index].Mappings.Meta.Hash, nil
+	h, _ := meta["decant_hash"].(string)
+	return h, nil
 }
 
 func deleteIndexes(ctx context.Context, es Search, names []string) error {

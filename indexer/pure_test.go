@@ -196,12 +196,63 @@ func TestIndexSpec(t *testing.T) {
 	}
 	z := s
 	z.ZeroReplicas = true
-	_ = json.Unmarshal(z.body(), &body)
+	_ = json.Unmarshal(z.body(false), &body)
 	if body.Settings["number_of_replicas"] != float64(0) || body.Mappings["_meta"].(map[string]any)["decant_hash"] != h {
-		t.Errorf("body = %s", z.body())
+		t.Errorf("body = %s", z.body(false))
 	}
-	_ = json.Unmarshal(r.body(), &body)
+	_ = json.Unmarshal(r.body(false), &body)
 	if body.Settings["number_of_replicas"] != float64(2) {
-		t.Errorf("ZeroReplicas must not override the settings' replicas: %s", r.body())
+		t.Errorf("ZeroReplicas must not override the settings' replicas: %s", r.body(false))
+	}
+}
+
+// TestLoadSettings: a bulk load turns refresh off and replicas to 0
+// wherever the mapping set them (top level, "index.x", nested "index"),
+// leaves replicas to auto_expand_replicas, marks the index, and
+// restoredSettings gives back the mapping's values (null: the default).
+func TestLoadSettings(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		settings map[string]any
+		zero     bool
+		load     string // the load body's settings, as JSON
+		restored string
+	}{
+		{"none", map[string]any{}, false,
+			`{"number_of_replicas":0,"refresh_interval":"-1"}`, `{"index":{"number_of_replicas":null,"refresh_interval":null}}`},
+		{"zero replicas", map[string]any{}, true,
+			`{"number_of_replicas":0,"refresh_interval":"-1"}`, `{"index":{"number_of_replicas":0,"refresh_interval":null}}`},
+		{"top level", map[string]any{"refresh_interval": "5s", "number_of_replicas": 2}, true,
+			`{"number_of_replicas":0,"refresh_interval":"-1"}`, `{"index":{"number_of_replicas":2,"refresh_interval":"5s"}}`},
+		{"dotted", map[string]any{"index.refresh_interval": "30s", "index.number_of_replicas": 1}, false,
+			`{"number_of_replicas":0,"refresh_interval":"-1"}`, `{"index":{"number_of_replicas":1,"refresh_interval":"30s"}}`},
+		{"nested", map[string]any{"index": map[string]any{"refresh_interval": "2s", "number_of_shards": 3}}, false,
+			`{"index":{"number_of_shards":3},"number_of_replicas":0,"refresh_interval":"-1"}`, `{"index":{"number_of_replicas":null,"refresh_interval":"2s"}}`},
+		{"auto expand", map[string]any{"auto_expand_replicas": "0-1"}, false,
+			`{"auto_expand_replicas":"0-1","refresh_interval":"-1"}`, `{"index":{"refresh_interval":null}}`},
+	} {
+		spec := IndexSpec{Aggregate: "a", Alias: "a", Settings: c.settings, ZeroReplicas: c.zero, Mappings: map[string]any{}}
+		var body struct {
+			Settings json.RawMessage `json:"settings"`
+			Mappings struct {
+				Meta map[string]any `json:"_meta"`
+			} `json:"mappings"`
+		}
+		if err := json.Unmarshal(spec.body(true), &body); err != nil {
+			t.Fatal(err)
+		}
+		if string(body.Settings) != c.load {
+			t.Errorf("%s: load settings %s, want %s", c.name, body.Settings, c.load)
+		}
+		if body.Mappings.Meta[loadingMeta] != true {
+			t.Errorf("%s: the load body does not mark the index: %v", c.name, body.Mappings.Meta)
+		}
+		if got, _ := json.Marshal(spec.restoredSettings()); string(got) != c.restored {
+			t.Errorf("%s: restored %s, want %s", c.name, got, c.restored)
+		}
+		body.Mappings.Meta = nil
+		if err := json.Unmarshal(spec.body(false), &body); err != nil || body.Mappings.Meta[loadingMeta] != nil {
+			t.Errorf("%s: a normal body is marked loading: %v %v", c.name, body.Mappings.Meta, err)
+		}
 	}
 }

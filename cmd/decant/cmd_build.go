@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/resolver"
+	"github.com/decant-cdc/decant/watermark"
+	"github.com/decant-cdc/decant/wire"
 )
 
 // newBuildStage opens the sinks the config asks for (indexer.OpenSinks:
 // the aggregate topics, and Elasticsearch and OpenSearch when their urls
 // are set) and the builder that writes to them; closing the stage closes
-// the sinks.
+// the sinks. Indexes created for a bulk load (or left loading by an
+// earlier process) are finished beside the stage (finishLoads).
 func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
-	ks, search, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
+	ks, search, loads, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
 	if err != nil {
 		return stage{}, 1, err
 	}
@@ -31,5 +36,77 @@ func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 		closeSinks()
 		return stage{}, 1, err
 	}
-	return stage{b.Run, closeSinks}, 0, nil
+	run := b.Run
+	if len(loads) > 0 {
+		run = func(ctx context.Context) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go st.finishLoads(ctx, loads)
+			return b.Run(ctx)
+		}
+	}
+	return stage{run, closeSinks}, 0, nil
+}
+
+// finishLoads waits until every change committed before it started has
+// passed every stage — the initial snapshot included, so the first
+// start's documents are all written — then gives each index its mapping's
+// refresh interval and replica count back (indexer.FinishLoad). A restart
+// before that finds the indexes still loading and does it then. Finishing
+// early (a first-start backfill still enqueueing) would only cost speed.
+func (s *stack) finishLoads(ctx context.Context, loads []indexer.Load) {
+	started := time.Now()
+	for _, l := range loads {
+		s.log.Info("index created for a bulk load: refresh off and no replicas until the initial load has passed every stage (searches see its documents then; /v1/wait refreshes as it needs)",
+			"stage", "build", "sink", l.Kind, "aggregate", l.Spec.Aggregate, "index", l.Index)
+	}
+	wcfg := watermark.ConfigFrom(s.cfg, s.model)
+	wcfg.Poll = time.Second
+	backoff := time.Second
+	for {
+		err := s.waitLoaded(ctx, wcfg)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("cannot tell yet whether the initial load is done; retrying", "stage", "build", "err", err, "backoff", backoff)
+		if !ctxtime.Sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+	for _, l := range loads {
+		for backoff = time.Second; ; backoff = min(2*backoff, time.Minute) {
+			_, err := indexer.FinishLoad(ctx, l.Search, l.Spec, l.Index)
+			if err == nil {
+				s.log.Info("initial load complete: the index has its mapping's settings again", "stage", "build", "sink", l.Kind,
+					"aggregate", l.Spec.Aggregate, "index", l.Index, "took", time.Since(started).Round(time.Millisecond))
+				break
+			}
+			s.log.Warn("cannot restore the index settings after its bulk load; retrying", "stage", "build", "sink", l.Kind, "index", l.Index, "err", err, "backoff", backoff)
+			if !ctxtime.Sleep(ctx, backoff) {
+				return
+			}
+		}
+	}
+}
+
+// waitLoaded waits until every change committed now has passed every stage.
+func (s *stack) waitLoaded(ctx context.Context, wcfg watermark.Config) error {
+	var cur string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&cur); err != nil {
+		return err
+	}
+	lsn, err := wire.ParseLSN(cur)
+	if err != nil {
+		return err
+	}
+	t, err := watermark.Dial(ctx, wcfg, s.pool, s.kopts)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return t.Wait(ctx, lsn)
 }
