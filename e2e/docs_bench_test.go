@@ -354,14 +354,21 @@ type docsBulk struct {
 func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
 
 // freshIndex creates a new index with the aggregate's settings and
-// mappings behind an alias named name, set up for a bulk load (refresh
-// off, no replicas) as decant's first start sets up its own, and returns
-// the concrete index.
-func (d *docsBench) freshIndex(b *testing.B, name string) string {
+// mappings behind an alias named name, and returns the concrete index.
+// With load it is set up for a bulk load (refresh off, no replicas), as
+// decant's first start sets up its own; without, it has the settings of a
+// live index, which decant's live changes and backfills write to.
+func (d *docsBench) freshIndex(b *testing.B, name string, load bool) string {
 	b.Helper()
 	spec := indexer.SpecFor(d.agg, true)
 	spec.Alias = name
-	index, _, err := indexer.EnsureLoadIndex(testenv.Ctx(b), d.es.Client, spec)
+	var index string
+	var err error
+	if load {
+		index, _, err = indexer.EnsureLoadIndex(testenv.Ctx(b), d.es.Client, spec)
+	} else {
+		index, err = indexer.EnsureIndex(testenv.Ctx(b), d.es.Client, spec)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -380,13 +387,13 @@ func (d *docsBench) deleteIndex(b *testing.B, index string) {
 // bulkGrid loads docs into a fresh index (same settings and mappings as
 // decant's) once per cell of the grid — requests of 1, 5 and 10 MB × 2,
 // 4 and 8 in flight — each after Elasticsearch is flushed and done merging,
-// and returns the fastest: the direct load's ceiling.
-func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document) (best docsBulk, grid []docsBulk) {
+// and returns the fastest: the direct load's ceiling. load is freshIndex's.
+func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (best docsBulk, grid []docsBulk) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
 	for _, mb := range []int{1, 5, 10} {
 		for _, w := range []int{2, 4, 8} {
-			index := d.freshIndex(b, fmt.Sprintf("%s-grid-%d-%d", d.es.Prefix, mb, w))
+			index := d.freshIndex(b, fmt.Sprintf("%s-grid-%d-%d", d.es.Prefix, mb, w), load)
 			resWaitESQuiet(b, d.es)
 			start := time.Now()
 			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
@@ -457,7 +464,9 @@ func BenchmarkInitialLoad(b *testing.B) {
 
 	// The ceiling: first the grid alone, then the raw snapshot and the
 	// best bulk load side by side.
-	best, _ := d.bulkGrid(b, docs)
+	// decant's first start loads its index with refresh off and no
+	// replicas (indexer.bulk_load_settings): so does the ceiling.
+	best, _ := d.bulkGrid(b, docs, true)
 	k2 := testenv.Kafka(b)
 	streamConfig := d.config(b, "stream.yaml", k2.Prefix, "", "")
 	// The raw topics and the state topic exist, compacted as the streamer
@@ -480,7 +489,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	index := d.freshIndex(b, d.es.Prefix+"-direct")
+	index := d.freshIndex(b, d.es.Prefix+"-direct", true)
 	resWaitESQuiet(b, d.es)
 	var bulkTook, streamTook time.Duration
 	bulkDone := make(chan error, 1)
@@ -605,7 +614,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	best, _ := d.bulkGrid(b, docs)
+	best, _ := d.bulkGrid(b, docs, false)
 	ours, theirs := float64(changes)/took.Seconds(), float64(changes)/best.took.Seconds()
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")

@@ -113,7 +113,7 @@ func BenchmarkBackfill(b *testing.B) {
 		if bf.Count != int64(n) {
 			b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)
 		}
-		cell, _ = grid.bulkGrid(b, docs)
+		cell, _ = grid.bulkGrid(b, docs, false)
 		bulk += cell.took
 	}
 	if err := ess.Refresh(ctx, agg.Name); err != nil {

@@ -40,10 +40,15 @@ want=$("${PSQL[@]}" -d shop -Atc "SELECT count(*) FROM customers")
 started=$SECONDS
 while :; do
   kill -0 "$pid" 2>/dev/null || { tail -20 /tmp/decant-demo.log; echo "decant run exited; see /tmp/decant-demo.log"; exit 1; }
-  n=$(curl -s "$ES/customer/_count" 2>/dev/null | sed -n 's/.*"count":\([0-9]*\).*/\1/p')
+  # The index fills with refresh off (a bulk load) and becomes searchable
+  # once the initial load is done: progress comes from decant's metrics.
+  n=$(curl -s "http://127.0.0.1:8080/metrics" 2>/dev/null |
+    sed -n 's/^decant_indexer_docs_total{aggregate="customer",op="index",sink="elasticsearch"} \([0-9]*\).*/\1/p')
   n=${n:-0}
-  printf '\r  documents built: %6d / %d  (%ds)' "$n" "$want" $((SECONDS - started))
-  [ "$n" -ge "$want" ] && break
+  [ "$n" -gt "$want" ] && n=$want
+  printf '\r  documents indexed: %6d / %d  (%ds)' "$n" "$want" $((SECONDS - started))
+  c=$(curl -s "$ES/customer/_count" 2>/dev/null | sed -n 's/.*"count":\([0-9]*\).*/\1/p')
+  [ "${c:-0}" -ge "$want" ] && break
   sleep 1
 done
 echo
