@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/decant-cdc/decant/internal/testenv"
 )
 
@@ -23,6 +27,10 @@ import (
 //     transaction before it commits;
 //   - pg_recvlogical to /dev/null with pgoutput's defaults (protocol 1): the
 //     committed transactions, which is what decant must deliver;
+//   - a minimal Go reader ("go"): the streamer's own replication connection
+//     code (connection settings, read coalescing) and plugin options,
+//     discarding every message — what any Go client of this connection
+//     costs; the ceiling is the faster of it and pg_recvlogical (streaming on);
 //   - the streamer into Kafka.
 //
 // The order rotates each round and each figure is the median of its rounds,
@@ -55,7 +63,7 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 			// Slot names are server-wide: they start with this test's slot.
 			base := e.cfg.Slot
 			slot := func(kind string, round int) string { return fmt.Sprintf("%s_%s%d", base, kind, round) }
-			kinds := []string{"on", "off", "decant"}
+			kinds := []string{"on", "off", "go", "decant"}
 			e.pg.Exec(t, "SELECT pg_create_logical_replication_slot('"+slot("warm", 0)+"', 'pgoutput')")
 			for i := 0; i < rounds; i++ {
 				for _, k := range kinds {
@@ -109,6 +117,8 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 						d = recvlogical(slot(k, i), "proto_version=2", "streaming=on")
 					case "off": // pgoutput's defaults
 						d = recvlogical(slot(k, i), "proto_version=1")
+					case "go":
+						d = goReader(t, e.pg.DSN, slot(k, i), end)
 					case "decant":
 						e.cfg.Slot = slot(k, i)
 						started, cpu0 := time.Now(), cpuSeconds()
@@ -123,14 +133,15 @@ func BenchmarkStreamVsRecvlogical(b *testing.B) {
 				}
 			}
 			rate := func(k string) float64 { return float64(rows) / testenv.Median(took[k]).Seconds() }
-			on, off, ours := rate("on"), rate("off"), rate("decant")
+			recv, off, goRead, ours := rate("on"), rate("off"), rate("go"), rate("decant")
+			on := max(recv, goRead) // the ceiling: the faster reader that discards
 			cpuPer1k := cpu * 1000 / float64(rows*rounds)
 			t.ReportMetric(ours/on, "ratio")
 			t.ReportMetric(ours/off, "ratio-committed")
 			t.ReportMetric(ours, "rows/s")
 			t.ReportMetric(cpuPer1k, "cpu-s/1k-rows")
-			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB %s\n",
-				shape, rows, rounds, on, off, ours, ours/on, ours/off, cpuPer1k, peakRSS(t, os.Getpid())>>20, runs(took, kinds))
+			fmt.Printf("BENCH stream %-22s rows=%d rounds=%d pg_recvlogical=%.0f rows/s (streaming on) go_reader=%.0f rows/s (streaming on) pg_recvlogical_committed=%.0f rows/s (protocol 1) ceiling=%.0f rows/s (the faster reader) decant=%.0f rows/s ratio=%.2f ratio_committed=%.2f cpu=%.3fs/1k rows peak_rss=%dMB %s\n",
+				shape, rows, rounds, recv, goRead, off, on, ours, ours/on, ours/off, cpuPer1k, peakRSS(t, os.Getpid())>>20, runs(took, kinds))
 		})
 	}
 }
@@ -182,4 +193,68 @@ func cpuSeconds() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// goReader drains slot up to end as the streamer's replication connection
+// does — withParams (its session settings and read coalescing), protocol
+// 2 with streaming on, status updates every 200 ms — and discards every
+// message. It stops, as pg_recvlogical -E does, at the first message
+// whose position reaches end, and returns how long the drain took.
+func goReader(t testing.TB, dsn, slot, end string) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	endLSN, err := pglogrepl.ParseLSN(end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := withParams(dsn, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	args := []string{"proto_version '2'", "publication_names 'decant'", "messages 'false'", "streaming 'on'"}
+	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+		t.Fatal(err)
+	}
+	var pos pglogrepl.LSN
+	nextStatus := time.Now().Add(200 * time.Millisecond)
+	for pos < endLSN {
+		if time.Now().After(nextStatus) {
+			if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+				t.Fatal(err)
+			}
+			nextStatus = time.Now().Add(200 * time.Millisecond)
+		}
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("go reader: %v", err)
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok || len(cd.Data) == 0 {
+			continue
+		}
+		switch cd.Data[0] {
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos = max(pos, x.WALStart)
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos = max(pos, k.ServerWALEnd)
+			if k.ReplyRequested {
+				nextStatus = time.Time{}
+			}
+		}
+	}
+	return time.Since(started)
 }
