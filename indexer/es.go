@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
-	"github.com/decant-cdc/decant/internal/fence"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -133,7 +132,10 @@ type ESSink struct {
 	stats  stats
 	kafka  *kgo.Client
 	topics *topicSet
-	slots  chan struct{} // one per bulk request in flight
+
+	qmu     sync.Mutex
+	queue   []*bulkPart // parts waiting for a bulk request (coalesce.go)
+	sending int         // bulk requests in flight, at most MaxRequests
 
 	mu      sync.Mutex
 	targets map[string]aliasTargets // alias → what it points at
@@ -164,7 +166,6 @@ func NewESSink(cfg ESSinkConfig) (*ESSink, error) {
 		kafka:   cl,
 		topics:  &topicSet{admin: kadm.NewClient(cl), partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
 		targets: map[string]aliasTargets{},
-		slots:   make(chan struct{}, cfg.MaxRequests),
 	}, nil
 }
 
@@ -341,29 +342,15 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	for _, a := range acts {
 		body.Write(a.body)
 	}
-	// Only what classify reads comes back: the response was a quarter of
-	// the sink's CPU.
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
-	// A build member that may have lost its partitions must not write:
-	// its successor may have deleted a document since, and Elasticsearch
-	// forgets deletes after index.gc_deletes (internal/fence). Checked
-	// here, before every attempt, as close to the request as can be.
-	if err := fence.Check(ctx); err != nil {
-		<-s.slots
-		return nil, "", err
-	}
-	code, resp, err := do(ctx, s.es, esapi.BulkRequest{Body: bytes.NewReader(body.Bytes()), FilterPath: bulkFilter})
-	<-s.slots
+	r := s.bulk(ctx, body.Bytes(), len(acts))
+	code, resp := r.code, r.resp
 	switch {
-	case err != nil:
-		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
-		}
-		return acts, err.Error(), nil // connection refused, reset, timeout
+	case r.err != nil && ctx.Err() != nil:
+		return nil, "", ctx.Err()
+	case r.unreachable:
+		return acts, r.err.Error(), nil // connection refused, reset, timeout
+	case r.err != nil:
+		return nil, "", r.err // fenced, or an answer decant cannot read
 	case code == http.StatusRequestEntityTooLarge && len(acts) > 1:
 		h := len(acts) / 2
 		r1, w1, err := s.sendChunk(ctx, docs, acts[:h], dead)
@@ -383,10 +370,7 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	case code != http.StatusOK:
 		return nil, "", fmt.Errorf("elasticsearch bulk request refused: %w", esError(code, resp))
 	}
-	items, err := parseBulkResponse(resp, len(acts))
-	if err != nil {
-		return nil, "", fmt.Errorf("elasticsearch: %w", err)
-	}
+	items := r.items
 	for i, it := range items {
 		a := acts[i]
 		d := &docs[a.doc]
