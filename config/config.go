@@ -203,6 +203,8 @@ func (c Config) Redacted() Config {
 	if r.OpenSearch.APIKey != "" {
 		r.OpenSearch.APIKey = "xxxxx"
 	}
+	r.Elasticsearch.URLs = RedactURLs(c.Elasticsearch.URLs)
+	r.OpenSearch.URLs = RedactURLs(c.OpenSearch.URLs)
 	return r
 }
 
@@ -232,13 +234,84 @@ func RedactDSN(dsn string) string {
 		}
 		return u.String()
 	}
-	fields := strings.Fields(dsn)
-	for i, f := range fields {
-		if strings.HasPrefix(f, "password=") {
-			fields[i] = "password=xxxxx"
+	return redactKeywordDSN(dsn)
+}
+
+// redactKeywordDSN redacts the password of a libpq keyword/value
+// connection string (host=db password='a secret' …): values may be
+// single-quoted with spaces inside, quotes and backslashes escaped by a
+// backslash, and spaces may surround the '='. What cannot be parsed is
+// not printed at all.
+func redactKeywordDSN(dsn string) string {
+	var out []string
+	rest := strings.TrimLeft(dsn, " \t\n\r\f\v")
+	for rest != "" {
+		eq := strings.IndexByte(rest, '=')
+		if eq < 0 {
+			return "<unparseable dsn>"
 		}
+		key := strings.TrimSpace(rest[:eq])
+		if key == "" || strings.ContainsAny(key, " \t\n\r\f\v") {
+			return "<unparseable dsn>"
+		}
+		rest = strings.TrimLeft(rest[eq+1:], " \t\n\r\f\v")
+		var val strings.Builder
+		quoted := strings.HasPrefix(rest, "'")
+		i := 0
+		if quoted {
+			i = 1
+		}
+		closed := !quoted
+		for ; i < len(rest); i++ {
+			c := rest[i]
+			if c == '\\' && i+1 < len(rest) {
+				i++
+				val.WriteByte(rest[i])
+				continue
+			}
+			if quoted && c == '\'' {
+				closed = true
+				i++
+				break
+			}
+			if !quoted && strings.IndexByte(" \t\n\r\f\v", c) >= 0 {
+				break
+			}
+			val.WriteByte(c)
+		}
+		if !closed {
+			return "<unparseable dsn>"
+		}
+		rest = strings.TrimLeft(rest[i:], " \t\n\r\f\v")
+		v := val.String()
+		if key == "password" {
+			v = "xxxxx"
+		}
+		if v == "" || strings.ContainsAny(v, " \t\n\r\f\v'\\") {
+			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
+		}
+		out = append(out, key+"="+v)
 	}
-	return strings.Join(fields, " ")
+	return strings.Join(out, " ")
+}
+
+// RedactURL returns a search engine URL with its password (user:pass@)
+// replaced by xxxxx, for logs and messages.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	return u.Redacted()
+}
+
+// RedactURLs is RedactURL of each.
+func RedactURLs(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, s := range urls {
+		out[i] = RedactURL(s)
+	}
+	return out
 }
 
 // validate checks values after defaults and env overrides. Errors name the

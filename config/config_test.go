@@ -150,6 +150,40 @@ func TestRedacted(t *testing.T) {
 	if cfg.Postgres.DSN != "postgres://decant:hunter2@db/shop?sslmode=require" {
 		t.Error("Redacted changed the original")
 	}
+	cfg.Elasticsearch.URLs = []string{"https://elastic:es%20secret@es1:9200", "http://es2:9200"}
+	cfg.OpenSearch.URLs = []string{"https://admin:ossecret@os1:9200"}
+	r = cfg.Redacted()
+	if got := strings.Join(append(r.Elasticsearch.URLs, r.OpenSearch.URLs...), " "); strings.Contains(got, "secret") ||
+		got != "https://elastic:xxxxx@es1:9200 http://es2:9200 https://admin:xxxxx@os1:9200" {
+		t.Errorf("redacted search URLs = %q", got)
+	}
+}
+
+// TestRedactDSN: no form of password in a DSN is printed: URL user info
+// and query, keyword/value pairs with quoted values holding spaces,
+// escaped quotes and spaces around '='; a DSN that cannot be parsed is
+// not printed at all.
+func TestRedactDSN(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"postgres://decant:hunter2@db/shop?sslmode=require", "postgres://decant:xxxxx@db/shop?sslmode=require"},
+		{"postgres://decant@db/shop?password=hunter2", "postgres://decant@db/shop?password=xxxxx"},
+		{"host=db user=decant password=hunter2 dbname=shop", "host=db user=decant password=xxxxx dbname=shop"},
+		{"host=db password='correct horse battery' dbname=shop", "host=db password=xxxxx dbname=shop"},
+		{"host = db password = 'it\\'s a secret' dbname='my shop'", "host=db password=xxxxx dbname='my shop'"},
+		{"password=hunter\\ 2 host=db", "password=xxxxx host=db"},
+		{"host=db password='never closed secret", "<unparseable dsn>"},
+		{"host=db hunter2", "<unparseable dsn>"},
+	} {
+		got := RedactDSN(c.dsn)
+		if got != c.want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", c.dsn, got, c.want)
+		}
+		for _, secret := range []string{"hunter", "horse", "secret"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactDSN(%q) = %q prints the password", c.dsn, got)
+			}
+		}
+	}
 }
 
 func TestMinInsyncReplicas(t *testing.T) {

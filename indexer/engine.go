@@ -28,7 +28,7 @@ const (
 // Engine is one configured search engine.
 type Engine struct {
 	Kind   string // KindElasticsearch or KindOpenSearch
-	URLs   []string
+	URLs   []string // for messages: passwords redacted
 	Client Search
 }
 
@@ -42,14 +42,14 @@ func Engines(cfg *config.Config) ([]Engine, error) {
 		return nil, err
 	}
 	if es != nil {
-		out = append(out, Engine{Kind: KindElasticsearch, URLs: cfg.Elasticsearch.URLs, Client: es})
+		out = append(out, Engine{Kind: KindElasticsearch, URLs: config.RedactURLs(cfg.Elasticsearch.URLs), Client: es})
 	}
 	osc, err := NewOpenSearchClient(cfg.OpenSearch)
 	if err != nil {
 		return nil, err
 	}
 	if osc != nil {
-		out = append(out, Engine{Kind: KindOpenSearch, URLs: cfg.OpenSearch.URLs, Client: osc})
+		out = append(out, Engine{Kind: KindOpenSearch, URLs: config.RedactURLs(cfg.OpenSearch.URLs), Client: osc})
 	}
 	return out, nil
 }

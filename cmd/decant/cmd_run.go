@@ -50,7 +50,7 @@ type pipeline struct {
 // valid. It has no side effect.
 func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*pipeline, error) {
 	cfg.Log.NewLogger(stderr).Info("starting decant run", "postgres", config.RedactDSN(cfg.Postgres.DSN), "kafka", cfg.Kafka.Brokers,
-		"elasticsearch", cfg.Elasticsearch.URLs, "opensearch", cfg.OpenSearch.URLs, "topic_prefix", cfg.Kafka.TopicPrefix)
+		"elasticsearch", config.RedactURLs(cfg.Elasticsearch.URLs), "opensearch", config.RedactURLs(cfg.OpenSearch.URLs), "topic_prefix", cfg.Kafka.TopicPrefix)
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (check postgres.dsn)", err)

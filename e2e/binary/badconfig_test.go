@@ -2,6 +2,8 @@ package binary
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -27,6 +29,12 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 	}()
 	dsn := p.PG.DSN
 	wrongPW := strings.Replace(dsn, "postgres://postgres@", "postgres://decant_pw:wrong-secret@", 1)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keyword/value form, a quoted password with spaces in it.
+	wrongKV := fmt.Sprintf("host=%s port=%s user = decant_pw password='wrong secret words' dbname=%s sslmode=disable", u.Hostname(), u.Port(), p.PG.Name)
 	for _, c := range []struct {
 		name    string
 		config  string
@@ -48,6 +56,10 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 			want: `(?s)connecting to PostgreSQL at postgres://postgres@127\.0\.0\.1:1/x.*check postgres\.dsn`},
 		{name: "wrong password", config: good, env: []string{"DECANT_POSTGRES_DSN=" + wrongPW},
 			want: `password authentication failed for user "decant_pw".*check postgres\.dsn`, secrets: []string{"wrong-secret"}},
+		{name: "wrong password with spaces", config: good, env: []string{"DECANT_POSTGRES_DSN=" + wrongKV},
+			want: `password authentication failed for user "decant_pw".*check postgres\.dsn`, secrets: []string{"secret words", "wrong secret"}},
+		{name: "unreachable elasticsearch with credentials", config: good, env: []string{"DECANT_ELASTICSEARCH_URLS=http://elastic:es-top-secret@127.0.0.1:1"},
+			want: `elasticsearch at \[http://elastic:xxxxx@127\.0\.0\.1:1\] is not reachable.*check elasticsearch\.urls`, secrets: []string{"es-top-secret"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := p.Write("bad.yaml", c.config)
