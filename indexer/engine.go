@@ -27,7 +27,7 @@ const (
 
 // Engine is one configured search engine.
 type Engine struct {
-	Kind   string // KindElasticsearch or KindOpenSearch
+	Kind   string   // KindElasticsearch or KindOpenSearch
 	URLs   []string // for messages: passwords redacted
 	Client Search
 }
