@@ -109,6 +109,16 @@ type Elasticsearch struct {
 type HTTP struct {
 	// Listen address. Default: 127.0.0.1:8080. Empty disables the server.
 	Listen string `yaml:"listen"`
+	// Token, when set, is the bearer token every route but /healthz
+	// requires (Authorization: Bearer <token>). A secret: never printed;
+	// set it from the environment (DECANT_HTTP_TOKEN). Default: none.
+	Token string `yaml:"token"`
+	// MaxWait caps a /v1/wait's ?timeout=. Default: 5m.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// WaitRefreshInterval is the least time between two refreshes of the
+	// search indexes that /v1/wait callers cause: concurrent waiters share
+	// one. Default: 100ms.
+	WaitRefreshInterval time.Duration `yaml:"wait_refresh_interval"`
 }
 
 // Log configures structured logging.
@@ -176,7 +186,7 @@ func Default() Config {
 			URLs: []string{"http://127.0.0.1:9200"},
 		},
 		Mappings: []string{"mappings/*.yaml"},
-		HTTP:     HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:     HTTP{Listen: "127.0.0.1:8080", MaxWait: 5 * time.Minute, WaitRefreshInterval: 100 * time.Millisecond},
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
@@ -202,6 +212,9 @@ func (c Config) Redacted() Config {
 	}
 	if r.OpenSearch.APIKey != "" {
 		r.OpenSearch.APIKey = "xxxxx"
+	}
+	if r.HTTP.Token != "" {
+		r.HTTP.Token = "xxxxx"
 	}
 	r.Elasticsearch.URLs = RedactURLs(c.Elasticsearch.URLs)
 	r.OpenSearch.URLs = RedactURLs(c.OpenSearch.URLs)
@@ -403,6 +416,12 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Resolver.SessionTimeout < 6*time.Second || c.Resolver.SessionTimeout > 30*time.Minute {
 		bad("resolver.session_timeout", "must be between 6s and 30m (Kafka's group.min/max.session.timeout.ms bound it too), e.g. 45s")
+	}
+	if c.HTTP.MaxWait <= 0 {
+		bad("http.max_wait", "must be positive, e.g. 5m")
+	}
+	if c.HTTP.WaitRefreshInterval < 0 {
+		bad("http.wait_refresh_interval", "must not be negative, e.g. 100ms")
 	}
 	if c.Indexer.BulkActions < 1 {
 		bad("indexer.bulk_actions", "must be at least 1")

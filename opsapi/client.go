@@ -13,8 +13,25 @@ import (
 
 // Client calls one decant instance. Safe for concurrent use.
 type Client struct {
-	base string
-	http *http.Client
+	base  string
+	token string
+	http  *http.Client
+}
+
+// WithToken returns a client that sends token as a bearer token (the
+// instance's http.token).
+func (c *Client) WithToken(token string) *Client {
+	d := *c
+	d.token = token
+	return &d
+}
+
+// do sends req with the token, if any.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return c.http.Do(req)
 }
 
 // NewClient returns a client of the decant HTTP API at baseURL (e.g. http://127.0.0.1:8080).
@@ -33,7 +50,7 @@ func (c *Client) Wait(ctx context.Context, lsn string, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	res, err := c.http.Do(req)
+	res, err := c.do(req)
 	if err != nil {
 		return fmt.Errorf("decant: wait: %w", err)
 	}
@@ -55,7 +72,7 @@ func (c *Client) Watermarks(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.http.Do(req)
+	res, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}

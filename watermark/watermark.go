@@ -63,6 +63,7 @@ type Tracker struct {
 	admin    *kadm.Client
 	kopts    []kgo.Opt
 	snapDone atomic.Bool
+	queries  atomic.Int64 // SlotLSN calls: PostgreSQL queries
 
 	client    *kgo.Client // opened by Dial, closed by Close
 	closeOnce sync.Once
@@ -76,6 +77,9 @@ func New(cfg Config, db Querier, admin *kadm.Client, kopts []kgo.Opt) *Tracker {
 	}
 	return &Tracker{cfg: cfg, db: db, admin: admin, kopts: kopts}
 }
+
+// Queries is how many PostgreSQL queries the tracker has made.
+func (t *Tracker) Queries() int64 { return t.queries.Load() }
 
 func (t *Tracker) refsTopics() []string {
 	out := make([]string, len(t.cfg.Aggregates))
@@ -148,8 +152,18 @@ func (t *Tracker) snapshotDone(ctx context.Context) (bool, error) {
 	return done, nil
 }
 
+// SnapshotComplete reports whether the initial snapshot is complete (true
+// when there is none: snapshot_mode never).
+func (t *Tracker) SnapshotComplete(ctx context.Context) (bool, error) {
+	if !t.cfg.Snapshot {
+		return true, nil
+	}
+	return t.snapshotDone(ctx)
+}
+
 // SlotLSN returns the slot's confirmed_flush_lsn and the server's current WAL LSN.
 func (t *Tracker) SlotLSN(ctx context.Context) (confirmed, current uint64, err error) {
+	t.queries.Add(1)
 	var c *string
 	var cur string
 	err = t.db.QueryRow(ctx, `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1), pg_current_wal_lsn()::text`, t.cfg.Slot).Scan(&c, &cur)
@@ -255,17 +269,53 @@ func (t *Tracker) Wait(ctx context.Context, lsn uint64) error {
 	// 1. The stream stage has everything ≤ lsn in Kafka: the initial
 	// snapshot is complete and the slot confirmed lsn.
 	for {
-		confirmed, _, err := t.SlotLSN(ctx)
-		if err == nil && confirmed >= lsn {
-			if done, err := t.snapshotDone(ctx); err == nil && (done || !t.cfg.Snapshot) {
-				break
-			}
+		confirmed, ok := t.streamed(ctx)
+		if ok && confirmed >= lsn {
+			break
 		}
 		if !ctxtime.Sleep(ctx, t.cfg.Poll) {
 			return fmt.Errorf("waiting for the streamer to confirm %s: %w", wire.FormatLSN(lsn), ctx.Err())
 		}
 	}
-	// 2 and 3: each group reaches the end offsets read once the previous step holds.
+	return t.drained(ctx)
+}
+
+// Reached waits, as Wait does, for every change the streamer has
+// confirmed when it is called, and returns that position: every change
+// committed at or before it has passed every stage. It waits for the
+// first confirmation, and returns at most then, when want does not hold
+// for it; one call serves any number of waiters (those whose LSN the
+// returned position reaches).
+func (t *Tracker) Reached(ctx context.Context, want func(confirmed uint64) bool) (uint64, error) {
+	for {
+		confirmed, ok := t.streamed(ctx)
+		if ok && want(confirmed) {
+			return confirmed, t.drained(ctx)
+		}
+		if !ctxtime.Sleep(ctx, t.cfg.Poll) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// streamed returns the slot's confirmed position once the initial
+// snapshot (when there is one) is complete; ok is false until then, or
+// when they cannot be read.
+func (t *Tracker) streamed(ctx context.Context) (confirmed uint64, ok bool) {
+	confirmed, _, err := t.SlotLSN(ctx)
+	if err != nil {
+		return 0, false
+	}
+	if done, err := t.snapshotDone(ctx); err != nil || !done && t.cfg.Snapshot {
+		return 0, false
+	}
+	return confirmed, true
+}
+
+// drained waits until the map group, then the build group, reach the end
+// offsets of their topics read once the previous step holds (steps 2 and 3
+// of the package doc).
+func (t *Tracker) drained(ctx context.Context) error {
 	steps := []struct {
 		stage  string
 		topics []string

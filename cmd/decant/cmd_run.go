@@ -113,7 +113,8 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 		return err
 	}
 	defer builder.close()
-	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refreshers(p.engines, st.model.Aggregates), st.reg)
+	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refreshers(p.engines, st.model.Aggregates), st.reg, opsOptions(cfg))
+	registerAll(st.reg, ops.Collectors())
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {
@@ -125,6 +126,7 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 			}
 			ops.SetStage(name, false)
 			if err != nil {
+				ops.StageExited(name, err)
 				return fmt.Errorf("%s stage: %w", name, err)
 			}
 			if ctx.Err() == nil && gctx.Err() == nil {

@@ -91,6 +91,11 @@ func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	return t, nil
 }
 
+// opsOptions are the ops API's settings from decant.yaml's http section.
+func opsOptions(cfg *config.Config) opsapi.Options {
+	return opsapi.Options{Token: cfg.HTTP.Token, MaxWait: cfg.HTTP.MaxWait, RefreshInterval: cfg.HTTP.WaitRefreshInterval}
+}
+
 // stage is what the stream, map and build commands run: run until ctx
 // ends, then close (nil when there is nothing to release).
 type stage struct {
@@ -130,7 +135,8 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 		defer tracker.Close()
 	}
 	engines, _ := indexer.Engines(s.cfg)
-	ops := opsapi.NewServer(s.log, tracker, indexer.Refreshers(engines, s.model.Aggregates), s.reg)
+	ops := opsapi.NewServer(s.log, tracker, indexer.Refreshers(engines, s.model.Aggregates), s.reg, opsOptions(s.cfg))
+	registerAll(s.reg, ops.Collectors())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -144,6 +150,7 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 		if stageStopped(ctx, s.log, ops, s.cfg, s.pool, name, err) {
 			<-ctx.Done() // keep answering /readyz (503, why) until stopped
 		} else {
+			ops.StageExited(name, err)
 			s.log.Error(stopped, "err", err)
 		}
 		return 1
@@ -223,4 +230,12 @@ func (c *call) openOpsView(ctx context.Context) (*opsView, int) {
 		return nil, c.fail(1, err)
 	}
 	return &opsView{stack: st, tracker: tracker, engines: engines}, 0
+}
+
+// registerAll registers collectors on reg; one already there (a second
+// server in the process) is kept.
+func registerAll(reg prometheus.Registerer, cs []prometheus.Collector) {
+	for _, c := range cs {
+		_ = reg.Register(c)
+	}
 }
