@@ -50,7 +50,7 @@ demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C sto
 	bash examples/shop/demo.sh
 
 test-heavy: ## full-size scenarios (millions of rows, long runs); servers must be up (make infra-up)
-	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+	set -o pipefail; DECANT_HEAVY=1 $(GO) test $(GOTEST_FLAGS) -p 1 -timeout 120m -v -run 'KillNine|SnapshotWithConcurrent|IdleSlot|LargeTransaction|Differential|FanOut|ReadYourWrites|WaitUnderLoad' ./... 2>&1 | tee /tmp/decant-test-heavy.log | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
 
 # Benchmarks (docs/performance.md). Each appends its output to BENCH_LOG;
 # `make bench` starts the log afresh, runs them all on one set of servers
