@@ -161,8 +161,20 @@ func NewESSink(cfg ESSinkConfig) (*ESSink, error) {
 	if err != nil {
 		return nil, err
 	}
+	met := newMetrics(cfg.Registerer)
+	// Every aggregate's series exist from the start, at 0, so rates and
+	// alerts over them have something to read before the first event.
+	met.retries.WithLabelValues(cfg.Kind)
+	met.requests.WithLabelValues(cfg.Kind)
+	met.parts.WithLabelValues(cfg.Kind)
+	for agg := range cfg.Aliases {
+		met.docs.WithLabelValues(cfg.Kind, agg, "index")
+		met.docs.WithLabelValues(cfg.Kind, agg, "delete")
+		met.conflicts.WithLabelValues(cfg.Kind, agg)
+		met.dlq.WithLabelValues(cfg.Kind, agg)
+	}
 	return &ESSink{
-		cfg: cfg, kind: cfg.Kind, es: cfg.Client, log: cfg.Logger.With("stage", "index", "sink", cfg.Kind), met: newMetrics(cfg.Registerer),
+		cfg: cfg, kind: cfg.Kind, es: cfg.Client, log: cfg.Logger.With("stage", "index", "sink", cfg.Kind), met: met,
 		kafka:   cl,
 		topics:  &topicSet{admin: kadm.NewClient(cl), partitions: int32(cfg.Partitions), rf: int16(cfg.ReplicationFactor)},
 		targets: map[string]aliasTargets{},

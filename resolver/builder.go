@@ -56,6 +56,10 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 		log: cfg.Logger.With("stage", "build", "group", cfg.Group+".build"), met: newBuildMetrics(cfg.Registerer)}
 	for _, a := range aggs {
 		b.byTopic[wire.RefsTopic(cfg.TopicPrefix, a.Name)] = a
+		// The aggregate's series exist from the start, at 0.
+		b.met.refs.WithLabelValues(a.Name)
+		b.met.docs.WithLabelValues(a.Name, "built")
+		b.met.docs.WithLabelValues(a.Name, "deleted")
 	}
 	return b, nil
 }

@@ -73,10 +73,22 @@ func NewMapper(cfg Config, model *mappings.Model, db *pgxpool.Pool) (*Mapper, er
 		byTopic[topic] = t
 	}
 	slices.Sort(topics)
+	met := newMapMetrics(cfg.Registerer)
+	// Every table's and aggregate's series exist from the start, at 0, so
+	// rates and alerts over them have something to read before the first
+	// event.
+	for t := range tables {
+		met.changes.WithLabelValues(t.String())
+		met.gaps.WithLabelValues(t.String())
+		met.dlq.WithLabelValues(t.String())
+	}
+	for _, a := range aggs {
+		met.refs.WithLabelValues(a.Name)
+	}
 	return &Mapper{
 		cfg: cfg, model: model, db: db, aggs: aggs, topics: topics, tables: byTopic,
 		log:     cfg.Logger.With("stage", "map", "group", cfg.Group+".map"),
-		met:     newMapMetrics(cfg.Registerer),
+		met:     met,
 		planner: &planner{model: model, want: func(a string) bool { return want[a] }},
 	}, nil
 }
