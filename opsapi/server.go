@@ -32,6 +32,8 @@ type Server struct {
 	mu      sync.Mutex
 	stages  map[string]bool   // stage → running
 	stopped map[string]string // stage → why it stopped, for a stage that stopped on an error no retry fixes
+
+	page pagePoll // the pipeline page's shared poll (page.go)
 }
 
 // NewServer returns a server answering from tracker (nil when Kafka is not
@@ -66,6 +68,7 @@ func (o *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", o.readyz)
 	mux.HandleFunc("GET "+PathWatermarks, o.watermarks)
 	mux.HandleFunc("GET "+PathWait, o.wait)
+	o.pageRoutes(mux) // GET /, /static/, /v1/pipeline (page.go)
 	// Profiles of the running process (docs/operations.md): the port is
 	// loopback by default; expose it only where profiles may be read.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

@@ -125,18 +125,18 @@ type DeadLetterRecord struct {
 
 // Concerns names the aggregates whose documents the dead letter
 // concerns: the index stage's aggregate, the map stage's aggregates, or
-// the aggregate of the refs topic holding an unreadable ref; none for
-// the stream stage.
-func (d DeadLetterRecord) Concerns(prefix string, aggregates []string) []string {
+// the aggregate of the refs topic (one of refs) holding an unreadable
+// ref; none for the stream stage.
+func (d DeadLetterRecord) Concerns(refs []TopicPosition) []string {
 	switch {
 	case d.Aggregate != "":
 		return []string{d.Aggregate}
 	case len(d.DeadLetter.Aggregates) > 0:
 		return d.DeadLetter.Aggregates
 	}
-	for _, a := range aggregates {
-		if d.Topic != "" && d.Topic == wire.RefsTopic(prefix, a) {
-			return []string{a}
+	for _, r := range refs {
+		if d.Topic != "" && d.Topic == r.Topic {
+			return []string{r.Aggregate}
 		}
 	}
 	return nil
