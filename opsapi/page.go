@@ -359,6 +359,12 @@ func (o *Server) pipelineView(since int64) *Pipeline {
 	first := p.prev[0]
 	f := figures(pos)
 	lag := func(id string) *int64 { l := f[id].lag; return &l }
+	plural := func(n int, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return strconv.Itoa(n) + " " + what + "s"
+	}
 	topics := func(ts []watermark.TopicPosition) string {
 		var n int64
 		for _, t := range ts {
@@ -382,15 +388,15 @@ func (o *Server) pipelineView(since int64) *Pipeline {
 		{ID: "slot", Name: "PostgreSQL slot", Detail: pos.Slot.Name + " · " + state + " · WAL " + pos.Slot.WALStatus,
 			Position: pos.Slot.ConfirmedLSN, Lag: lag("slot"), LagUnit: "bytes", LagSeconds: &slotSecs, RateUnit: "WAL bytes/s",
 			CaughtUp: pos.Slot.LagBytes == 0},
-		{ID: "raw", Name: "raw topics", Detail: strconv.Itoa(len(pos.Raw)) + " topics", Position: topics(pos.Raw),
+		{ID: "raw", Name: "raw topics", Detail: plural(len(pos.Raw), "topic"), Position: topics(pos.Raw),
 			RateUnit: "records/s", Topics: pos.Raw},
 		{ID: "map", Name: "map", Detail: "raw changes → refs", Position: mapPos, Lag: lag("map"), LagUnit: "records",
 			RateUnit: "records/s", CaughtUp: f["map"].lag == 0},
-		{ID: "refs", Name: "refs topics", Detail: strconv.Itoa(len(pos.Refs)) + " topics", Position: topics(pos.Refs),
+		{ID: "refs", Name: "refs topics", Detail: plural(len(pos.Refs), "topic"), Position: topics(pos.Refs),
 			RateUnit: "refs/s", Topics: pos.Refs},
 		{ID: "build", Name: "build", Detail: "refs → documents", Position: buildPos, Lag: lag("build"), LagUnit: "records",
 			RateUnit: "refs/s", CaughtUp: f["build"].lag == 0 && f["map"].lag == 0},
-		{ID: "agg", Name: "aggregate topics / search indexes", Detail: strconv.Itoa(len(pos.Agg)) + " aggregates",
+		{ID: "agg", Name: "aggregate topics / search indexes", Detail: plural(len(pos.Agg), "aggregate"),
 			Position: topics(pos.Agg), RateUnit: "documents/s", Topics: pos.Agg},
 	}
 	for i := range v.Stages {

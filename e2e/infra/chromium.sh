@@ -3,7 +3,8 @@
 # (e2e/binary TestPipelinePage); idempotent, starts nothing.
 #   e2e/infra/chromium.sh up | status
 # `up` installs the chromium package with apt-get when no chromium binary
-# is on PATH; the test finds it there (or at $DECANT_CHROMIUM).
+# is on PATH (with a font, for readable screenshots); the test finds it there
+# (or at $DECANT_CHROMIUM).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 chromium_bin() {
@@ -18,7 +19,7 @@ up() {
   if chromium_bin >/dev/null; then return 0; fi
   log "chromium not found; installing Debian's chromium with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+  apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null \
     || die "could not install chromium with apt-get"
   chromium_bin >/dev/null || die "chromium installed but not on PATH"
 }

@@ -25,7 +25,7 @@ function bytes(n) {
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-  return (i === 0 ? n : n.toFixed(1)) + " " + u[i];
+  return (i === 0 ? Math.round(n) : n.toFixed(1)) + " " + u[i];
 }
 
 function rate(v, unit) {
