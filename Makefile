@@ -37,14 +37,14 @@ test: ## unit tests + start servers + e2e tests + stop servers
 e2e: ## tests against running servers (make infra-up first)
 	$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) ./...
 
-infra-up: ## start PostgreSQL, Kafka, Elasticsearch and OpenSearch on 127.0.0.1
+infra-up: ## start PostgreSQL, Kafka, Elasticsearch and OpenSearch on 127.0.0.1 (and install Chromium)
 	bash e2e/infra/up.sh
 
 infra-down: ## stop the servers infra-up started
 	bash e2e/infra/down.sh
 
 infra-status:
-	@bash e2e/infra/pg.sh status; bash e2e/infra/kafka.sh status || true; bash e2e/infra/es.sh status || true; bash e2e/infra/opensearch.sh status || true
+	@bash e2e/infra/pg.sh status; bash e2e/infra/chromium.sh status; bash e2e/infra/kafka.sh status || true; bash e2e/infra/es.sh status || true; bash e2e/infra/opensearch.sh status || true
 
 demo: ## run the shop demo: servers, sample data, decant run, a tour (Ctrl-C stops all)
 	bash examples/shop/demo.sh

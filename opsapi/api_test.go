@@ -95,7 +95,7 @@ func TestTokenGuardsEverythingButHealthz(t *testing.T) {
 	if res := get("/healthz", nil); res.StatusCode != http.StatusOK {
 		t.Errorf("/healthz without a token = %d, want 200 (probes need no token)", res.StatusCode)
 	}
-	for _, path := range []string{"/readyz", "/metrics", "/v1/watermarks", "/v1/wait?lsn=0/1", "/debug/pprof/"} {
+	for _, path := range []string{"/", "/v1/pipeline", "/readyz", "/metrics", "/v1/watermarks", "/v1/wait?lsn=0/1", "/debug/pprof/"} {
 		for _, hdr := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret token"}, {"Cookie": tokenCookie + "=nope"}} {
 			if res := get(path, hdr); res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("%s with %v = %d (%q), want 401 asking for a bearer token", path, hdr, res.StatusCode, res.Header.Get("WWW-Authenticate"))
@@ -117,6 +117,9 @@ func TestTokenGuardsEverythingButHealthz(t *testing.T) {
 	}
 	if res := get("/metrics", map[string]string{"Cookie": tokenCookie + "=" + cookie.Value}); res.StatusCode != http.StatusOK {
 		t.Errorf("/metrics with the cookie = %d, want 200", res.StatusCode)
+	}
+	if res := get("/", map[string]string{"Cookie": tokenCookie + "=" + cookie.Value}); res.StatusCode != http.StatusOK {
+		t.Errorf("the pipeline page with the cookie = %d, want 200", res.StatusCode)
 	}
 	if res := get("/metrics?token=wrong", nil); res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("?token=wrong = %d, want 401", res.StatusCode)

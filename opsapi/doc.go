@@ -11,6 +11,8 @@
 //	GET /v1/watermarks  how far each stage has got (watermark.Watermarks)
 //	GET /v1/wait        ?lsn=&timeout=: 200 once the LSN is in every sink
 //	                    and searchable, 408 on timeout
+//	GET /               the live pipeline page (page.go, static/), which
+//	                    draws GET /v1/pipeline (Pipeline)
 //
 // An application commits, reads pg_current_wal_lsn() and waits for it:
 //

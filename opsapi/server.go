@@ -40,6 +40,8 @@ type Server struct {
 	exited  map[string]string // stage → the error it returned with (the process is going down)
 	// snapChecked is when the initial snapshot was last seen in progress.
 	snapChecked time.Time
+
+	page pagePoll // the pipeline page's shared poll (page.go)
 }
 
 // Options are the HTTP settings of decant.yaml (config.HTTP).
@@ -127,6 +129,7 @@ func (o *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", o.readyz)
 	mux.HandleFunc("GET "+PathWatermarks, o.watermarks)
 	mux.HandleFunc("GET "+PathWait, o.wait)
+	o.pageRoutes(mux) // GET /, /static/, /v1/pipeline (page.go)
 	// Profiles of the running process (docs/operations.md): the port is
 	// loopback by default; expose it only where profiles may be read.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

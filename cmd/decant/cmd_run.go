@@ -115,6 +115,7 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	defer builder.close()
 	ops := opsapi.NewServer(st.log, p.tracker, indexer.Refreshers(p.engines, st.model.Aggregates), st.reg, opsOptions(cfg))
 	registerAll(st.reg, ops.Collectors())
+	ops.SetDocumentCounter(documentCounter(p.engines, st.model))
 	g, gctx := errgroup.WithContext(ctx)
 	stage := func(name string, f func(context.Context) error) {
 		g.Go(func() error {

@@ -25,6 +25,8 @@ func init() {
 			nargs: 2, hint: `give an aggregate and an id, e.g. decant preview customer '{"id":7}'`, flags: noFlags(preview)},
 		{name: "run", summary: "run every stage (stream, map, build, index) in one process",
 			flags: boolFlag("no-backfill", "do not build every document of an aggregate that has none yet", runAll)},
+		{name: "serve", summary: "serve the HTTP port (pipeline page, /v1/wait, /metrics) without running a stage",
+			flags: noFlags(serve)},
 		{name: "status", summary: "show slot lag, stage lag, watermarks, DLQ counts and documents",
 			nargs: -1, flags: boolFlag("json", "print JSON for scripts", status)},
 		{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics",

@@ -137,6 +137,7 @@ func (s *stack) runStage(ctx context.Context, name, stopped string, run func(con
 	engines, _ := indexer.Engines(s.cfg)
 	ops := opsapi.NewServer(s.log, tracker, indexer.Refreshers(engines, s.model.Aggregates), s.reg, opsOptions(s.cfg))
 	registerAll(s.reg, ops.Collectors())
+	ops.SetDocumentCounter(documentCounter(engines, s.model))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -9,7 +9,7 @@ ES="http://127.0.0.1:$DECANT_ES_PORT"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "Starting PostgreSQL, Kafka and Elasticsearch (first run downloads jars: a few minutes)"
-DECANT_INFRA_OPENSEARCH=0 make --no-print-directory infra-up
+DECANT_INFRA_OPENSEARCH=0 DECANT_INFRA_CHROMIUM=0 make --no-print-directory infra-up
 go build -o bin/decant ./cmd/decant
 
 say "Creating the sample shop database (10,000 customers, 30,000 orders, ~75,000 order lines)"
