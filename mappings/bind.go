@@ -20,6 +20,9 @@ func LoadAndBind(ctx context.Context, db Querier, paths []string) (*Model, *Cata
 		return nil, nil, err
 	}
 	m, err := Bind(set, cat)
+	if err == nil {
+		err = CheckFilters(ctx, db, m)
+	}
 	return m, cat, err
 }
 
@@ -187,6 +190,7 @@ func (b *binder) node(s *relSpec, parent *Node, t *Table) *Node {
 			n.Rename[c] = s.rename[c]
 		}
 	}
+	n.Where, n.whereAt = s.where, s.whereAt
 	for _, o := range s.orderBy {
 		if b.column(t, o.column, o.at, "order_by") != nil {
 			n.OrderBy = append(n.OrderBy, OrderBy{Column: o.column, Desc: o.desc, Nulls: o.nulls})

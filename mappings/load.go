@@ -68,6 +68,8 @@ type relSpec struct {
 	renameKeys []string // in file order
 	orderBy    []orderSpec
 	relations  []*relSpec
+	where      string // a SQL boolean over the table's row: which rows are documents (root) or belong (relation)
+	whereAt    pos
 }
 
 type throughSpec struct {
@@ -427,7 +429,7 @@ func (l *loader) aggregate(name string, k, v *yaml.Node, p pos, schema string) *
 		l.add(p.errorf("aggregate name %q is not valid: it names Kafka topics and the Elasticsearch index, so use lower-case letters, digits, '_' and '-', starting with a letter or '_'", name))
 	}
 	a.root = &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
-	keys := []string{"table", "schema", "id", "columns", "rename", "relations", "elasticsearch"}
+	keys := []string{"table", "schema", "id", "columns", "rename", "relations", "where", "elasticsearch"}
 	l.mapping(v, p, keys, func(key string, k, v *yaml.Node, kp pos) {
 		switch key {
 		case "id":
@@ -492,7 +494,7 @@ func invalidIndexName(s string) string {
 	return ""
 }
 
-var relationKeys = []string{"table", "schema", "foreign_key", "references", "through", "single", "value", "columns", "rename", "order_by", "relations"}
+var relationKeys = []string{"table", "schema", "foreign_key", "references", "through", "single", "value", "columns", "rename", "order_by", "where", "relations"}
 
 func (l *loader) relation(name string, v *yaml.Node, p pos, schema string, depth int) *relSpec {
 	r := &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
@@ -544,6 +546,18 @@ func (l *loader) relField(r *relSpec, key string, v *yaml.Node, kp pos, schema s
 		})
 	case "order_by":
 		r.orderBy = l.orderBy(v, kp)
+	case "where":
+		if s, ok := l.str(v, kp); ok {
+			if strings.TrimSpace(s) == "" {
+				l.add(vp.errorf("where is empty: write a SQL boolean over the table's columns, e.g. deleted_at IS NULL, or leave the key out"))
+				return
+			}
+			if strings.Contains(s, ";") {
+				l.add(vp.errorf("where must be one SQL expression: remove the ';'"))
+				return
+			}
+			r.where, r.whereAt = s, vp
+		}
 	case "relations":
 		if depth+1 > maxDepth {
 			l.add(kp.errorf("relations nest deeper than %d levels; is a subtree repeating itself through YAML aliases?", maxDepth))

@@ -167,10 +167,15 @@ type Node struct {
 	// Value, when set, makes the node a scalar (or scalar list) of this column.
 	Value    string
 	Children []*Node
+	// Where, when set, is a SQL boolean over the node's row (the mapping's
+	// where:, column names unqualified): the root rows that are documents,
+	// or the rows of a relation that belong in it.
+	Where string
 
 	table   *Table
 	through *Table
 	unique  bool // ChildColumns (or the join) select at most one row
+	whereAt pos  // where: in its file, for problems with it
 }
 
 // OrderBy is one sort key of an array.

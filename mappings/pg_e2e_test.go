@@ -292,3 +292,66 @@ func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
 		t.Errorf("document has duplicate keys: %s", doc)
 	}
 }
+
+// TestPGFilters (issue 18): where: on the root keeps a root row's document
+// only while it matches (an id that does not match comes back without a
+// row, as a missing one does); on relations (one-to-many and
+// many-to-many, whose join table has a column of the same name) it keeps
+// the matching children; the routes watch every column of a filtered
+// table; CheckFilters refuses a filter PostgreSQL refuses, at its
+// file:line:column with PostgreSQL's message.
+func TestPGFilters(t *testing.T) {
+	pg := testenv.Postgres(t)
+	pg.Exec(t, `CREATE TABLE posts (id int PRIMARY KEY, title text, published bool NOT NULL, note text);
+		CREATE TABLE comments (id int PRIMARY KEY, post_id int REFERENCES posts(id), body text, hidden bool NOT NULL);
+		CREATE TABLE labels (id int PRIMARY KEY, name text, hidden bool NOT NULL);
+		CREATE TABLE post_labels (post_id int REFERENCES posts(id), label_id int REFERENCES labels(id), hidden bool, PRIMARY KEY (post_id, label_id));
+		INSERT INTO posts VALUES (1, 'one', true, 'x'), (2, 'two', false, 'y');
+		INSERT INTO comments VALUES (10, 1, 'shown', false), (11, 1, 'hidden', true);
+		INSERT INTO labels VALUES (20, 'go', false), (21, 'secret', true);
+		INSERT INTO post_labels VALUES (1, 20, true), (1, 21, false);`)
+	m := mustBind(t, readCatalog(t, pg), `version: 1
+aggregates:
+  post:
+    table: posts
+    columns: [id, title]
+    where: published
+    relations:
+      comments: {table: comments, foreign_key: post_id, columns: [body], where: NOT hidden}
+      labels:
+        table: labels
+        through: {table: post_labels, foreign_key: post_id, references: label_id}
+        value: name
+        where: NOT hidden
+`)
+	a := m.Aggregate("post")
+	if err := CheckFilters(context.Background(), pg.Pool, m); err != nil {
+		t.Fatalf("CheckFilters on good filters: %v", err)
+	}
+	docs := build(t, pg, a, [][]json.RawMessage{raws(`1`), raws(`2`)})
+	got, _ := json.Marshal(docs)
+	if want := `{"[1]":{"comments":[{"body":"shown"}],"id":1,"labels":["go"],"title":"one"}}`; string(got) != want {
+		t.Errorf("documents = %s\nwant %s (post 2 unpublished: no row)", got, want)
+	}
+	for _, r := range m.RoutesFor(TableName{"public", "posts"}) {
+		if strings.Join(r.Watch, ",") != "id,title,published,note" {
+			t.Errorf("route %s watches %v, want every column of the filtered table", r.Path, r.Watch)
+		}
+	}
+
+	set := mustLoad(t, File{Name: "bad.yaml", Data: []byte(`version: 1
+aggregates:
+  post:
+    table: posts
+    where: publishd AND title <> ''
+`)})
+	bad, err := Bind(set, readCatalog(t, pg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CheckFilters(context.Background(), pg.Pool, bad)
+	wantMsg := `bad.yaml:5:12: aggregates.post.where: where: PostgreSQL refuses the filter on public.posts: column "publishd" does not exist (at character 1 of the filter)`
+	if err == nil || !strings.Contains(err.Error(), wantMsg) {
+		t.Errorf("CheckFilters on a misspelt column: %v\nwant %s", err, wantMsg)
+	}
+}

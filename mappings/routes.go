@@ -59,6 +59,11 @@ func joinRoute(a *Aggregate, n *Node, chain []*Node) *Route {
 // watch is every column of n's table whose change can change a document:
 // mapped columns, link columns, and sort keys.
 func watch(a *Aggregate, n *Node) []string {
+	if n.Where != "" {
+		// Which columns a filter reads is PostgreSQL's to know: every
+		// column of the table is watched.
+		return n.table.columnNames()
+	}
 	lists := [][]string{n.Columns, n.ChildColumns}
 	if n.Kind == Root {
 		lists = append(lists, a.ID)

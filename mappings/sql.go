@@ -164,8 +164,14 @@ func buildQuery(a *Aggregate) *Query {
 	}
 	g.indent = 1
 	doc := g.object(a.Root, t0)
+	where := keyMatch(t0, a.ID, a.IDTypes, 1)
+	if a.Root.Where != "" {
+		// A root row the filter leaves out has no document: its id comes
+		// back without a row, which the build stage deletes.
+		where += "\n  AND (" + a.Root.Where + ")"
+	}
 	sql := fmt.Sprintf("SELECT %s,\n  %s AS doc\nFROM %s AS %s\nWHERE %s",
-		strings.Join(sel, ", "), doc, a.Table.Sanitize(), t0, keyMatch(t0, a.ID, a.IDTypes, 1))
+		strings.Join(sel, ", "), doc, a.Table.Sanitize(), t0, where)
 	return &Query{SQL: sql, Params: params(a.ID, a.IDTypes)}
 }
 
@@ -257,6 +263,11 @@ func (g *sqlGen) relation(n *Node, parent string) string {
 // fromWhere joins the rows of n (as alias) to the parent row (as parent).
 func (g *sqlGen) fromWhere(n *Node, parent, alias string) (string, string) {
 	from := n.Table.Sanitize() + " AS " + alias
+	if n.Where != "" {
+		// The filter sees the relation's own columns first, unqualified,
+		// whatever the join table's are named.
+		from = "(SELECT * FROM " + n.Table.Sanitize() + " WHERE (" + n.Where + ")) AS " + alias
+	}
 	var conds []string
 	switch n.Kind {
 	case OneToMany, OneToOne, ManyToOne:

@@ -253,9 +253,14 @@ func rootIDs(ctx context.Context, db mappings.Querier, a *mappings.Aggregate, pa
 		params[i] = fmt.Sprintf("$%d::text::%s", i+1, t)
 	}
 	base := fmt.Sprintf("SELECT %s FROM %s AS r", strings.Join(sel, ", "), a.Table.Sanitize())
+	// Only the roots the mapping's filter keeps have documents.
+	filter, and := "", " WHERE "
+	if a.Root.Where != "" {
+		filter, and = " WHERE ("+a.Root.Where+")", " AND "
+	}
 	order := fmt.Sprintf(" ORDER BY %s LIMIT %d", strings.Join(cols, ", "), pageSize)
-	first := base + order
-	next := fmt.Sprintf("%s WHERE (%s) > (%s)%s", base, strings.Join(cols, ", "), strings.Join(params, ", "), order)
+	first := base + filter + order
+	next := fmt.Sprintf("%s%s%s(%s) > (%s)%s", base, filter, and, strings.Join(cols, ", "), strings.Join(params, ", "), order)
 	var cursor []any
 	for {
 		sql, args := first, []any(nil)
