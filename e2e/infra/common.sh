@@ -13,6 +13,7 @@ REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
 : "${DECANT_PG_PORT:=55432}"
 : "${DECANT_KAFKA_PORT:=59092}"
 : "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
+: "${DECANT_KAFKA_SASL_PORT:=59094}"              # SASL_SSL + SCRAM-SHA-512 listener (TLS tests)
 : "${DECANT_ES_PORT:=59200}"
 : "${DECANT_ES_TRANSPORT_PORT:=59300}"
 : "${DECANT_OS_PORT:=59201}"                      # OpenSearch HTTP
