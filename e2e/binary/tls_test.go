@@ -117,24 +117,24 @@ func TestTLSFailures(t *testing.T) {
 		want   string // regexp the output must match
 	}{
 		{"postgres wrong CA", func(s *tlsServers) { s.pgDSN = strings.Replace(s.pgDSN, ca.CAFile, other, 1) },
-			`certificate signed by unknown authority.*check postgres\.dsn: sslrootcert`},
+			`connecting to PostgreSQL at .*certificate signed by unknown authority \(check postgres\.dsn: sslrootcert must name`},
 		{"postgres wrong password", func(s *tlsServers) {
 			s.pgDSN = strings.Replace(s.pgDSN, "postgres://postgres@", "postgres://decant_pw:wrong-secret@", 1)
-		}, `password authentication failed for user "decant_pw".*check postgres\.dsn: user and password`},
+		}, `connecting to PostgreSQL at postgres://decant_pw:xxxxx@.*password authentication failed for user "decant_pw".*\(check postgres\.dsn: user and password\)`},
 		{"postgres plain-text server", func(s *tlsServers) { s.pgDSN = strings.Replace(s.pgDSN, "127.0.0.1:"+pgPort(t, s.pgDSN), plainPG, 1) },
-			`server refused TLS connection.*check postgres\.dsn: the server does not offer TLS`},
+			`connecting to PostgreSQL at .*server refused TLS connection \(check postgres\.dsn: the server does not offer TLS`},
 		{"kafka wrong CA", func(s *tlsServers) { s.kafkaCA = other },
-			`kafka at \[.*\]: .*certificate signed by unknown authority.*check kafka\.tls\.ca_file`},
+			`kafka at \[.*\] is not reachable: .*certificate signed by unknown authority \(check kafka\.tls\.ca_file: it must hold the CA`},
 		{"kafka wrong password", func(s *tlsServers) { s.kafkaPass = "wrong-kafka-secret" },
-			`kafka at \[.*\] refused the credentials.*check kafka\.sasl\.username and kafka\.sasl\.password`},
+			`kafka at \[.*\] refused the credentials: SASL_AUTHENTICATION_FAILED.*\(check kafka\.sasl\.username, kafka\.sasl\.password and kafka\.sasl\.mechanism\)`},
 		{"kafka plain-text port", func(s *tlsServers) { s.brokers = p.Kafka.Brokers },
-			`kafka at \[.*\]: .*check kafka\.brokers: .* TLS listener`},
+			`kafka at \[.*\] is not reachable: .*\(check kafka\.brokers: each must be an SSL or SASL_SSL listener while kafka\.tls\.enabled is true\)`},
 		{"elasticsearch wrong CA", func(s *tlsServers) { s.esCA = other },
-			`elasticsearch at \[https://.*\]: .*certificate signed by unknown authority.*check elasticsearch\.tls\.ca_file`},
+			`elasticsearch at \[https://.*\] is not reachable: .*certificate signed by unknown authority \(check elasticsearch\.tls\.ca_file: it must hold the CA`},
 		{"elasticsearch wrong password", func(s *tlsServers) { s.esPass = "wrong-es-secret" },
 			`elasticsearch at \[https://.*\] refused the credentials.*check elasticsearch\.username/password`},
 		{"elasticsearch plain-text port", func(s *tlsServers) { s.esURL = strings.Replace(p.ES.URL, "http://", "https://", 1) },
-			`elasticsearch at \[https://.*\]: .*HTTP response to HTTPS client.*check elasticsearch\.urls: http://`},
+			`elasticsearch at \[https://.*\] is not reachable: .*\(check elasticsearch\.urls: that port does not speak TLS`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := good

@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -107,6 +109,7 @@ func (ca *TestCA) TLSProxy(t testing.TB, target, user, password string) string {
 		proxy.ServeHTTP(w, r)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server}, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the wrong-CA tests' failed handshakes are expected
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL
