@@ -62,6 +62,7 @@ func newTLSPipeline(t *testing.T) (*testenv.Pipeline, *testenv.TestCA, tlsServer
 	ca := testenv.CA(t)
 	testenv.CheckSASLListener(t)
 	p := newPipeline(t)
+	p.PG.RequireSSL(t)
 	user := "decant-" + testenv.Suffix()
 	p.Kafka.SCRAMUser(t, user, tlsKafkaPass)
 	s := tlsServers{
@@ -169,6 +170,20 @@ func TestTLSFailures(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Nothing was created by any of the runs.
+	var slots int
+	if err := p.PG.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, p.PG.Name).Scan(&slots); err != nil || slots != 0 {
+		t.Errorf("replication slots created by failed runs: %d (%v)", slots, err)
+	}
+	topics, err := p.Kafka.Admin.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, p.Kafka.Prefix+".") {
+			t.Errorf("topic %s created by a failed run", name)
+		}
 	}
 }
 

@@ -224,6 +224,9 @@ cmd_up() {
   if our_kafka_alive; then
     if kafka_healthy; then
       log "Kafka already running (pid $(cat "$KAFKA_PID")) on 127.0.0.1:$DECANT_KAFKA_PORT"
+      # A broker started by an older kafka.sh lacks the TLS tests' listener.
+      port_free "$DECANT_KAFKA_SASL_PORT" &&
+        log "note: it has no SASL_SSL listener on 127.0.0.1:$DECANT_KAFKA_SASL_PORT (started by an older kafka.sh); the TLS tests need '$0 down' then '$0 up'"
       return 0
     fi
     log "Kafka (pid $(cat "$KAFKA_PID")) is starting; waiting for it"

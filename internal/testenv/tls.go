@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -178,4 +179,22 @@ func CheckSASLListener(t testing.TB) {
 		return
 	}
 	c.Close()
+}
+
+// RequireSSL fails (CI) or skips the test unless the server has ssl on
+// (e2e/infra/pg.sh turns it on), and checks that this plain
+// (sslmode=disable) pool still works beside it.
+func (p *PG) RequireSSL(t testing.TB) {
+	t.Helper()
+	var ssl string
+	var plainSession bool
+	if err := p.Pool.QueryRow(context.Background(), `SELECT current_setting('ssl'), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl, &plainSession); err != nil {
+		t.Fatalf("PostgreSQL: ssl settings: %v", err)
+	}
+	if ssl != "on" {
+		unavailable(t, "PostgreSQL with ssl = on", errors.New("ssl is off (e2e/infra/pg.sh up turns it on)"))
+	}
+	if plainSession {
+		t.Fatalf("the test's sslmode=disable pool uses TLS")
+	}
 }
