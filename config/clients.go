@@ -3,11 +3,13 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,6 +78,34 @@ func (c TLS) ClientConfig(key string) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// TLSHint says which setting to check when err is a TLS connection that
+// failed on the client's side: the server's certificate is not signed by
+// the configured CA, names another host, is expired, or the port does not
+// speak TLS at all. section is the client's config section (kafka,
+// elasticsearch, opensearch), addrKey the key of its addresses
+// (kafka.brokers, elasticsearch.urls). It returns "" for other errors.
+// PostgreSQL's TLS settings live in its DSN: see postgres.dsn's hints in
+// cmd/decant.
+func TLSHint(section, addrKey string, err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknown) || strings.Contains(msg, "certificate signed by unknown authority"):
+		return fmt.Sprintf("check %s.tls.ca_file: it must hold the CA that signed the server's certificate", section)
+	case errors.As(err, &host) || strings.Contains(msg, "certificate is valid for"):
+		return fmt.Sprintf("check %s: each host must be a name or IP the server's certificate lists", addrKey)
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("check the server's certificate (%v), or %s.tls.ca_file", invalid.Reason, section)
+	case errors.As(err, &record) || strings.Contains(msg, "server gave HTTP response to HTTPS client") ||
+		strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("check %s: that port does not speak TLS; use the server's TLS port", addrKey)
+	}
+	return ""
 }
 
 // NewLogger builds the structured logger the log section asks for,

@@ -122,7 +122,13 @@ func (e Engine) Check(ctx context.Context) (ServerInfo, error) {
 		if e.Kind == KindElasticsearch && strings.Contains(err.Error(), "not Elasticsearch") {
 			return ServerInfo{}, fmt.Errorf("elasticsearch.urls %v: the server is not Elasticsearch (%v); an OpenSearch cluster goes under opensearch.urls", e.URLs, err)
 		}
-		return ServerInfo{}, fmt.Errorf("%s at %v is not reachable: %w (check %s.urls)", e.Kind, e.URLs, err, e.Kind)
+		hint := config.TLSHint(e.Kind, e.Kind+".urls", err)
+		if hint == "" {
+			hint = fmt.Sprintf("check %s.urls", e.Kind)
+		} else if strings.Contains(hint, "does not speak TLS") {
+			hint += ", or http:// if it has none"
+		}
+		return ServerInfo{}, fmt.Errorf("%s at %v is not reachable: %w (%s)", e.Kind, e.URLs, err, hint)
 	}
 	defer res.Body.Close()
 	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {

@@ -53,7 +53,7 @@ func openPipeline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*p
 		"elasticsearch", config.RedactURLs(cfg.Elasticsearch.URLs), "opensearch", config.RedactURLs(cfg.OpenSearch.URLs), "topic_prefix", cfg.Kafka.TopicPrefix)
 	conn, err := connectPG(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w (check postgres.dsn)", err)
+		return nil, err
 	}
 	model, cat, err := loadAndBind(ctx, cfg, conn)
 	conn.Close(context.Background())

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/config"
@@ -86,7 +91,7 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 func (s *stack) openTracker(ctx context.Context) (*watermark.Tracker, error) {
 	t, err := watermark.Dial(ctx, watermark.ConfigFrom(s.cfg, s.model), s.pool, s.kopts)
 	if err != nil {
-		return nil, fmt.Errorf("kafka at %v is not reachable: %w (check kafka.brokers, kafka.tls, kafka.sasl)", s.cfg.Kafka.Brokers, err)
+		return nil, kafkaError(s.cfg.Kafka, err)
 	}
 	return t, nil
 }
@@ -185,12 +190,61 @@ func (c *call) connect(ctx context.Context) (*config.Config, *pgx.Conn, int) {
 	return cfg, conn, 0
 }
 
+// connectPG connects to postgres.dsn; its error says what in the DSN to
+// check (pgHint).
 func connectPG(ctx context.Context, cfg *config.Config) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", config.RedactDSN(cfg.Postgres.DSN), err)
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w (%s)", config.RedactDSN(cfg.Postgres.DSN), err, pgHint(err))
 	}
 	return conn, nil
+}
+
+// pgHint says what in postgres.dsn to check after a failed connection:
+// the TLS parameters (sslmode, sslrootcert) for a certificate or TLS
+// failure, the user and password for a refused login.
+func pgHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var pgErr *pgconn.PgError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknown) || strings.Contains(msg, "certificate signed by unknown authority"):
+		return "check postgres.dsn: sslrootcert must name the file of the CA that signed the server's certificate"
+	case errors.As(err, &host) || strings.Contains(msg, "certificate is valid for"):
+		return "check postgres.dsn: with sslmode=verify-full the host must be a name or IP the server's certificate lists"
+	case strings.Contains(msg, "server refused TLS connection"):
+		return "check postgres.dsn: the server does not offer TLS, which its sslmode requires; turn ssl on in the server or connect to one that has it"
+	case errors.As(err, &pgErr) && pgErr.Code == "28P01":
+		return "check postgres.dsn: user and password"
+	case errors.As(err, &pgErr) && pgErr.Code == "28000":
+		return "check postgres.dsn: user, database and sslmode against the server's pg_hba.conf"
+	}
+	return "check postgres.dsn"
+}
+
+// kafkaError is the error of a Kafka client that could not talk to
+// kafka.brokers, saying which setting to check: the SASL credentials or
+// mechanism, the TLS CA, or the listener (TLS or not) the brokers point at.
+func kafkaError(k config.Kafka, err error) error {
+	what, hint := "is not reachable", "check kafka.brokers, kafka.tls, kafka.sasl"
+	var eof *kgo.ErrFirstReadEOF
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		what, hint = "refused the credentials", "check kafka.sasl.username, kafka.sasl.password and kafka.sasl.mechanism"
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		hint = fmt.Sprintf("check kafka.sasl.mechanism: the listener does not enable %s", k.SASL.Mechanism)
+	case config.TLSHint("kafka", "kafka.brokers", err) != "":
+		hint = config.TLSHint("kafka", "kafka.brokers", err)
+		if strings.Contains(hint, "does not speak TLS") {
+			hint = "check kafka.brokers: each must be an SSL or SASL_SSL listener while kafka.tls.enabled is true"
+		}
+	case errors.As(err, &eof) && k.TLS.Enabled:
+		hint = "check kafka.brokers: each must be an SSL or SASL_SSL listener while kafka.tls.enabled is true"
+	case errors.As(err, &eof):
+		hint = "check kafka.tls and kafka.sasl: the listener closed the connection at once, as a TLS or SASL listener does to a client without them"
+	}
+	return fmt.Errorf("kafka at %v %s: %w (%s)", k.Brokers, what, err, hint)
 }
 
 // opsView is what the read-only commands (status, wait) look at: the

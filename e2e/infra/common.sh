@@ -13,6 +13,7 @@ REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
 : "${DECANT_PG_PORT:=55432}"
 : "${DECANT_KAFKA_PORT:=59092}"
 : "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
+: "${DECANT_KAFKA_SASL_PORT:=59094}"              # SASL_SSL + SCRAM-SHA-512 listener (TLS tests)
 : "${DECANT_ES_PORT:=59200}"
 : "${DECANT_ES_TRANSPORT_PORT:=59300}"
 : "${DECANT_OS_PORT:=59201}"                      # OpenSearch HTTP
@@ -142,4 +143,51 @@ heap_mb() {
 lock() {
   exec 9>"$PID_DIR/$NODE_SCRIPT.lock"
   flock -w $((DECANT_WAIT_SECS + 90)) 9 || die "timed out waiting for another $NODE_SCRIPT.sh to finish"
+}
+
+# --- test certificates (pg.sh, kafka.sh; the TLS tests read them) ---------------
+# ensure_certs makes, once, a throw-away CA and a server certificate for
+# 127.0.0.1 and localhost signed by it, under $DECANT_TLS_DIR (git-ignored:
+# outside the repository):
+#   ca.crt, ca.key              the test CA (the tests' "right CA")
+#   server.crt, server.key      PostgreSQL's and the tests' TLS proxies' certificate
+#   kafka.keystore.p12          server.key + server.crt for Kafka's SASL_SSL listener
+#   kafka.truststore.p12        ca.crt (keytool), for Kafka's own clients
+# Both stores use the password $DECANT_TLS_STORE_PASSWORD. Nothing here is a
+# secret worth keeping: the key only ever protects 127.0.0.1 test servers.
+: "${DECANT_TLS_DIR:=$DECANT_INFRA_DIR/tls}"
+: "${DECANT_TLS_STORE_PASSWORD:=decant-test}"
+
+ensure_certs() {
+  local d="$DECANT_TLS_DIR"
+  mkdir -p "$d"
+  (
+    flock -w 60 7 || die "timed out waiting for another script making certificates in $d"
+    [ -s "$d/server.crt" ] && [ -s "$d/kafka.truststore.p12" ] && exit 0
+    command -v openssl >/dev/null 2>&1 || die "openssl not found: it makes the test CA (apt-get install openssl)"
+    command -v keytool >/dev/null 2>&1 || die "keytool not found: it comes with the JDK Kafka runs on"
+    log "making the test CA and a server certificate for 127.0.0.1/localhost in $d"
+    local tmp="$d/tmp.$$"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=decant test CA" \
+      -keyout "$tmp/ca.key" -out "$tmp/ca.crt" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" >/dev/null 2>&1 ||
+      die "openssl could not make the test CA"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$tmp/server.key" -out "$tmp/server.csr" >/dev/null 2>&1 || die "openssl could not make the server key"
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth" \
+      "keyUsage=critical,digitalSignature,keyEncipherment" >"$tmp/server.ext"
+    openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" -CAcreateserial \
+      -days 3650 -sha256 -extfile "$tmp/server.ext" -out "$tmp/server.crt" >/dev/null 2>&1 ||
+      die "openssl could not sign the server certificate"
+    openssl pkcs12 -export -name server -in "$tmp/server.crt" -inkey "$tmp/server.key" -certfile "$tmp/ca.crt" \
+      -passout "pass:$DECANT_TLS_STORE_PASSWORD" -out "$tmp/kafka.keystore.p12" >/dev/null 2>&1 ||
+      die "openssl could not make Kafka's keystore"
+    keytool -importcert -noprompt -alias ca -file "$tmp/ca.crt" -storetype PKCS12 \
+      -keystore "$tmp/kafka.truststore.p12" -storepass "$DECANT_TLS_STORE_PASSWORD" >/dev/null 2>&1 ||
+      die "keytool could not make Kafka's truststore"
+    rm -f "$tmp/server.csr" "$tmp/server.ext" "$tmp/ca.srl"
+    chmod 644 "$tmp"/*.crt "$tmp"/*.p12; chmod 600 "$tmp"/*.key
+    mv -f "$tmp"/* "$d"/ && rmdir "$tmp"
+  ) 7>"$d/.lock"
 }

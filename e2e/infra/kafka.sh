@@ -10,7 +10,9 @@
 # a marker holding the pom's sha256 makes later runs skip Maven entirely.
 # Everything else lives under $DECANT_INFRA_DIR: data/kafka (config, cluster id,
 # log dirs), logs/kafka.log (broker log4j), logs/kafka.out (JVM stdout/stderr),
-# pids/kafka.pid.
+# pids/kafka.pid. Listeners: PLAINTEXT on $DECANT_KAFKA_PORT (every test), SASL_SSL
+# with SCRAM-SHA-512 on $DECANT_KAFKA_SASL_PORT (the TLS tests; certificates from
+# ensure_certs in common.sh), CONTROLLER on $DECANT_KAFKA_CONTROLLER_PORT.
 source "$(dirname "$0")/common.sh"
 
 : "${DECANT_JAVA:=java}"                                    # Java 17+
@@ -138,11 +140,24 @@ node.id=1
 # the voter endpoint is read from this file on every start, so changing
 # DECANT_KAFKA_CONTROLLER_PORT never leaves a stale endpoint in the metadata log.
 controller.quorum.voters=1@127.0.0.1:$DECANT_KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$DECANT_KAFKA_PORT,CONTROLLER://127.0.0.1:$DECANT_KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$DECANT_KAFKA_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$DECANT_KAFKA_PORT,CONTROLLER://127.0.0.1:$DECANT_KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$DECANT_KAFKA_SASL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$DECANT_KAFKA_PORT,SASL_SSL://127.0.0.1:$DECANT_KAFKA_SASL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
+
+# The TLS tests' listener: TLS with the test CA's server certificate
+# (ensure_certs) and SCRAM-SHA-512. Its users are SCRAM credentials the
+# tests create over PLAINTEXT with the admin API (AlterUserScramCredentials).
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$DECANT_TLS_DIR/kafka.keystore.p12
+listener.name.sasl_ssl.ssl.keystore.password=$DECANT_TLS_STORE_PASSWORD
+listener.name.sasl_ssl.ssl.truststore.type=PKCS12
+listener.name.sasl_ssl.ssl.truststore.location=$DECANT_TLS_DIR/kafka.truststore.p12
+listener.name.sasl_ssl.ssl.truststore.password=$DECANT_TLS_STORE_PASSWORD
+listener.name.sasl_ssl.ssl.client.auth=none
 
 log.dirs=$KAFKA_LOG_DIRS
 
@@ -209,6 +224,9 @@ cmd_up() {
   if our_kafka_alive; then
     if kafka_healthy; then
       log "Kafka already running (pid $(cat "$KAFKA_PID")) on 127.0.0.1:$DECANT_KAFKA_PORT"
+      # A broker started by an older kafka.sh lacks the TLS tests' listener.
+      port_free "$DECANT_KAFKA_SASL_PORT" &&
+        log "note: it has no SASL_SSL listener on 127.0.0.1:$DECANT_KAFKA_SASL_PORT (started by an older kafka.sh); the TLS tests need '$0 down' then '$0 up'"
       return 0
     fi
     log "Kafka (pid $(cat "$KAFKA_PID")) is starting; waiting for it"
@@ -221,15 +239,16 @@ cmd_up() {
   if [ -n "$(orphan_pids)" ]; then
     die "a Kafka JVM using $KAFKA_PROPS runs without a pid file (pids: $(orphan_pids | tr '\n' ' ')); run '$0 down' first"
   fi
-  for p in "$DECANT_KAFKA_PORT" "$DECANT_KAFKA_CONTROLLER_PORT"; do
+  for p in "$DECANT_KAFKA_PORT" "$DECANT_KAFKA_CONTROLLER_PORT" "$DECANT_KAFKA_SASL_PORT"; do
     if ! port_free "$p"; then
       describe_port "$p" >&2
-      die "port $p on 127.0.0.1 is in use by another process, not this project's Kafka; stop it or set DECANT_KAFKA_PORT / DECANT_KAFKA_CONTROLLER_PORT"
+      die "port $p on 127.0.0.1 is in use by another process, not this project's Kafka; stop it or set DECANT_KAFKA_PORT / DECANT_KAFKA_CONTROLLER_PORT / DECANT_KAFKA_SASL_PORT"
     fi
   done
   command -v "$DECANT_JAVA" >/dev/null 2>&1 || die "java not found (set DECANT_JAVA); Kafka 4.1 needs Java 17+"
 
   resolve_jars
+  ensure_certs
   write_config
   # Keep the previous run's logs; a fresh kafka.log means the ready line we
   # grep for can only come from this start.
@@ -282,7 +301,7 @@ cmd_down() {
     printf '%s\n' "$pid" >"$KAFKA_PID"
     stopped=1; stop_pidfile Kafka "$KAFKA_PID"
   done
-  for p in "$DECANT_KAFKA_PORT" "$DECANT_KAFKA_CONTROLLER_PORT"; do
+  for p in "$DECANT_KAFKA_PORT" "$DECANT_KAFKA_CONTROLLER_PORT" "$DECANT_KAFKA_SASL_PORT"; do
     if [ $stopped -eq 0 ]; then
       # Nothing of ours ran, so a listener there belongs to someone else: leave it.
       port_free "$p" || log "note: port $p is held by another process (not this project's Kafka); left alone"

@@ -5,6 +5,7 @@
 # user (Postgres refuses root), listens on 127.0.0.1:$DECANT_PG_PORT with its
 # unix socket in /tmp, and has wal_level=logical. fsync and
 # synchronous_commit stay at their defaults: crash tests need them.
+# SSL is on (ensure_ssl) with a certificate from the test CA; plain connections work too.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PGDATA="$DATA_DIR/pg"
@@ -36,6 +37,26 @@ as_pg() { runuser -u postgres -- "$@"; }
 
 healthy() { as_pg "$BIN/pg_isready" -q -h 127.0.0.1 -p "$DECANT_PG_PORT"; }
 
+# ensure_ssl: SSL on, with the test CA's server certificate (ensure_certs)
+# copied into PGDATA (the key must belong to postgres, mode 600). ssl is
+# reloadable, so a running cluster gets it by a reload, not a restart;
+# plain (sslmode=disable) connections keep working: pg_hba's "host" lines
+# match both. Prints "changed" when postgresql.conf was edited.
+ensure_ssl() {
+  ensure_certs
+  install -o postgres -m 600 "$DECANT_TLS_DIR/server.key" "$PGDATA/decant-server.key"
+  install -o postgres -m 644 "$DECANT_TLS_DIR/server.crt" "$PGDATA/decant-server.crt"
+  if ! grep -q "^ssl = on" "$PGDATA/postgresql.conf"; then
+    cat >>"$PGDATA/postgresql.conf" <<CONF
+# --- decant TLS tests: the certificate of e2e/infra's test CA (DECANT_TLS_DIR) ---
+ssl = on
+ssl_cert_file = 'decant-server.crt'
+ssl_key_file = 'decant-server.key'
+CONF
+    echo changed
+  fi
+}
+
 up() {
   ensure_installed
   BIN=$(pg_bin)
@@ -43,8 +64,15 @@ up() {
   chmod 700 "$PGDATA"
   touch "$PGLOG"; chown postgres: "$PGLOG"
   if [ -f "$PGDATA/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+    local reload= changed
     if ! grep -q '^host all decant_pw ' "$PGDATA/pg_hba.conf"; then
       sed -i '1i host all decant_pw 127.0.0.1/32 scram-sha-256' "$PGDATA/pg_hba.conf"
+      reload=1
+    fi
+    changed=$(ensure_ssl)
+    [ -z "$changed" ] || reload=1
+    if [ -n "$reload" ]; then
+      log "reloading PostgreSQL's configuration (pg_hba, ssl)"
       as_pg "$BIN/pg_ctl" -D "$PGDATA" reload >/dev/null
     fi
     healthy && { log "PostgreSQL already running on 127.0.0.1:$DECANT_PG_PORT"; return 0; }
@@ -75,6 +103,7 @@ CONF
   if ! grep -q '^host all decant_pw ' "$PGDATA/pg_hba.conf"; then
     sed -i '1i host all decant_pw 127.0.0.1/32 scram-sha-256' "$PGDATA/pg_hba.conf"
   fi
+  ensure_ssl >/dev/null
   # Keep the port in sync with the env in case it changed between runs.
   sed -i "s/^port = .*/port = $DECANT_PG_PORT/" "$PGDATA/postgresql.conf"
   log "starting PostgreSQL on 127.0.0.1:$DECANT_PG_PORT (log $PGLOG)"
