@@ -175,6 +175,12 @@ type Indexer struct {
 	// mapping's values once the load is done (the bulk-load practice
 	// Elasticsearch documents). Default: true.
 	BulkLoadSettings bool `yaml:"bulk_load_settings"`
+	// AutoReindex applies a mapping change that changes an aggregate's
+	// index on start: the build stage reindexes that aggregate (new
+	// concrete index, dual writes, backfill, alias swap) while the others
+	// keep serving. false: decant refuses to start until `decant backfill
+	// <aggregate> --reindex` has run. Default: true.
+	AutoReindex bool `yaml:"auto_reindex"`
 }
 
 // Default returns the configuration used for every key the file leaves out.
@@ -190,7 +196,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
-		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true},
+		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true, AutoReindex: true},
 	}
 }
 

@@ -73,6 +73,8 @@ type backfillJob struct {
 // With --reindex it starts once the new index exists, so the sinks accept
 // the changed mapping (they check the index at start).
 func (j *backfillJob) startBuild(ctx context.Context) error {
+	// This command does the reindexing it is asked for, no other.
+	j.st.cfg.Indexer.AutoReindex = false
 	b, _, err := newBuildStage(ctx, j.st)
 	if err != nil {
 		return err

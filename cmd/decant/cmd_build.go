@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -17,6 +19,14 @@ import (
 // the sinks. Indexes created for a bulk load (or left loading by an
 // earlier process) are finished beside the stage (finishLoads).
 func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
+	engines, err := indexer.Engines(st.cfg)
+	if err != nil {
+		return stage{}, 1, err
+	}
+	reindexes, err := indexer.PrepareReindexes(ctx, engines, st.model.Aggregates, st.cfg.Indexer.AutoReindex, indexer.ReindexOptions{Logger: st.log})
+	if err != nil {
+		return stage{}, 1, err
+	}
 	ks, search, loads, err := indexer.OpenSinks(ctx, st.cfg, st.model.Aggregates, st.kopts, st.log, st.reg)
 	if err != nil {
 		return stage{}, 1, err
@@ -37,15 +47,72 @@ func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 		return stage{}, 1, err
 	}
 	run := b.Run
-	if len(loads) > 0 {
+	if len(loads) > 0 || len(reindexes) > 0 {
 		run = func(ctx context.Context) error {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			go st.finishLoads(ctx, loads)
+			if len(loads) > 0 {
+				go st.finishLoads(ctx, loads)
+			}
+			for _, r := range reindexes {
+				go st.finishReindex(ctx, r)
+			}
 			return b.Run(ctx)
 		}
 	}
 	return stage{run, closeSinks}, 0, nil
+}
+
+// finishReindex rebuilds every document of a reindexed aggregate through
+// the build stage beside it (the sinks write them to both indexes), then
+// swaps the alias on each engine. Failures are retried while the stage
+// runs; a restart before the swap resumes the reindex.
+func (s *stack) finishReindex(ctx context.Context, r indexer.PendingReindex) {
+	log := s.log.With("stage", "build", "aggregate", r.Spec.Aggregate)
+	started := time.Now()
+	if r.Resumed {
+		log.Info("resuming the reindex an earlier process started", "alias", r.Spec.Alias, "new", r.Spec.IndexName())
+	}
+	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
+		err := s.reindexOnce(ctx, r, log)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("reindex failed; retrying", "err", err, "backoff", backoff)
+		if !ctxtime.Sleep(ctx, backoff) {
+			return
+		}
+	}
+	log.Info("reindex finished: the alias points at the index of the current mappings", "alias", r.Spec.Alias, "index", r.Spec.IndexName(),
+		"took", time.Since(started).Round(time.Millisecond))
+}
+
+func (s *stack) reindexOnce(ctx context.Context, r indexer.PendingReindex, log *slog.Logger) error {
+	last := time.Now()
+	progress := func(what string) func(done, total int64) {
+		return func(done, total int64) {
+			if time.Since(last) >= 10*time.Second || done == total {
+				log.Info("reindex progress", "step", what, "done", done, "total", total)
+				last = time.Now()
+			}
+		}
+	}
+	b, err := resolver.Backfill(ctx, s.rcfg, s.pool, s.model, r.Spec.Aggregate, resolver.BackfillOptions{Progress: progress("enqueue")})
+	if err != nil {
+		return err
+	}
+	if err := resolver.WaitBuilt(ctx, s.rcfg, b, progress("build")); err != nil {
+		return err
+	}
+	for _, e := range r.Engines {
+		if err := indexer.SwapAlias(ctx, e.Client, r.Spec, indexer.ReindexOptions{Logger: log}); err != nil {
+			return fmt.Errorf("%s: %w", e.Kind, err)
+		}
+	}
+	return nil
 }
 
 // finishLoads waits until every change committed before it started has

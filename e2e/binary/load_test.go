@@ -57,18 +57,7 @@ func TestRunFinishesBulkLoad(t *testing.T) {
 }
 
 // concreteIndex is the index the pipeline's alias points at.
-func concreteIndex(t *testing.T, p *testenv.Pipeline) string {
-	t.Helper()
-	code, body := p.ES.Do(t, esapi.IndicesGetAliasRequest{Name: []string{p.Alias}})
-	var r map[string]any
-	if err := json.Unmarshal(body, &r); err != nil || code != 200 || len(r) != 1 {
-		t.Fatalf("GET _alias/%s: %d %s (%v)", p.Alias, code, body, err)
-	}
-	for index := range r {
-		return index
-	}
-	return ""
-}
+func concreteIndex(t *testing.T, p *testenv.Pipeline) string { return aliasIndex(t, p, p.Alias) }
 
 // wantSettings checks an index's refresh interval and replica count ("":
 // not set, the default).
