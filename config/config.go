@@ -144,6 +144,26 @@ type Streamer struct {
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// MaxInFlight bounds the raw records produced but not yet acknowledged. Default: 100000.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// Redact keeps columns out of the raw topics, per table
+	// ("schema.table"): excluded, masked (MaskText) or hashed (salted
+	// SHA-256). Documents are built from PostgreSQL and keep them.
+	Redact map[string]Redaction `yaml:"redact"`
+	// MaskText replaces the value of a masked column. Default: "xxxxx".
+	MaskText string `yaml:"mask_text"`
+	// HashSaltEnv names the environment variable that holds the salt of
+	// hashed columns (required when a column is hashed). Default:
+	// DECANT_HASH_SALT.
+	HashSaltEnv string `yaml:"hash_salt_env"`
+	// HashSalt is the salt read from HashSaltEnv. A secret: never printed.
+	HashSalt string `yaml:"-"`
+}
+
+// Redaction is what the streamer does to one table's columns before they
+// reach its raw topic.
+type Redaction struct {
+	Exclude []string `yaml:"exclude"` // left out of before and after
+	Mask    []string `yaml:"mask"`    // replaced by streamer.mask_text (null stays null)
+	Hash    []string `yaml:"hash"`    // replaced by "sha256:<hex of SHA-256(salt || the value's JSON)>" (null stays null)
 }
 
 // Resolver tunes the map and build stages.
@@ -194,7 +214,8 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080", MaxWait: 5 * time.Minute, WaitRefreshInterval: 100 * time.Millisecond},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000},
+		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
+			MaskText: "xxxxx", HashSaltEnv: "DECANT_HASH_SALT"},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
 		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true, AutoReindex: true},
 	}
@@ -221,6 +242,9 @@ func (c Config) Redacted() Config {
 	}
 	if r.HTTP.Token != "" {
 		r.HTTP.Token = "xxxxx"
+	}
+	if r.Streamer.HashSalt != "" {
+		r.Streamer.HashSalt = "xxxxx"
 	}
 	r.Elasticsearch.URLs = RedactURLs(c.Elasticsearch.URLs)
 	r.OpenSearch.URLs = RedactURLs(c.OpenSearch.URLs)
@@ -423,6 +447,7 @@ func (c *Config) validate() []*Error {
 	if c.Resolver.SessionTimeout < 6*time.Second || c.Resolver.SessionTimeout > 30*time.Minute {
 		bad("resolver.session_timeout", "must be between 6s and 30m (Kafka's group.min/max.session.timeout.ms bound it too), e.g. 45s")
 	}
+	c.validateRedact(bad)
 	if c.HTTP.MaxWait <= 0 {
 		bad("http.max_wait", "must be positive, e.g. 5m")
 	}
@@ -501,4 +526,41 @@ func (k Kafka) MinInsync() int {
 		return 2
 	}
 	return 1
+}
+
+// validateRedact checks streamer.redact: tables named schema.table, each
+// column in one list at most, and a salt when a column is hashed.
+func (c *Config) validateRedact(bad func(key, format string, a ...any)) {
+	tables := make([]string, 0, len(c.Streamer.Redact))
+	for t := range c.Streamer.Redact {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	for _, t := range tables {
+		r := c.Streamer.Redact[t]
+		key := "streamer.redact." + t
+		if schema, name, ok := strings.Cut(t, "."); !ok || schema == "" || name == "" || strings.Contains(name, ".") {
+			bad(key, "name the table as schema.table, e.g. public.customers")
+		}
+		seen := map[string]string{}
+		for _, l := range []struct {
+			what string
+			cols []string
+		}{{"exclude", r.Exclude}, {"mask", r.Mask}, {"hash", r.Hash}} {
+			for _, col := range l.cols {
+				if col == "" {
+					bad(key+"."+l.what, "a column name is empty")
+					continue
+				}
+				if prev, ok := seen[col]; ok {
+					bad(key+"."+l.what, "column %q is also in %s: keep it in one list", col, prev)
+					continue
+				}
+				seen[col] = l.what
+			}
+		}
+		if len(r.Hash) > 0 && c.Streamer.HashSalt == "" {
+			bad(key+".hash", "hashing needs a salt: set the environment variable %s (streamer.hash_salt_env) to a long random secret", c.Streamer.HashSaltEnv)
+		}
+	}
 }

@@ -51,6 +51,11 @@ func Load(path string, env []string) (*Config, error) {
 	}
 	var errs []error
 	errs = append(errs, applyEnv(&cfg, env)...)
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == cfg.Streamer.HashSaltEnv && k != "" {
+			cfg.Streamer.HashSalt = v
+		}
+	}
 	for _, e := range cfg.validate() {
 		// Point at the value in the file when it came from there.
 		e.File = name
@@ -146,6 +151,24 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) {
 			seen[k.Value] = true
 			d.decode(val, v.Field(idx), sub)
 		}
+	case v.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, key, "want a mapping (key: value lines), got %s", kindName(n))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			sub := key + "." + k.Value
+			if m.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
+				d.fail(k, sub, "duplicate key: remove one of them")
+				continue
+			}
+			elem := reflect.New(v.Type().Elem()).Elem()
+			d.decode(val, elem, sub)
+			m.SetMapIndex(reflect.ValueOf(k.Value), elem)
+		}
+		v.Set(m)
 	case v.Kind() == reflect.Slice:
 		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
@@ -249,6 +272,9 @@ func applyEnv(cfg *Config, env []string) []error {
 			}
 			return
 		}
+		if v.Kind() == reflect.Map {
+			return // set in the file only
+		}
 		known[prefix] = true
 		s, ok := vars[prefix]
 		if !ok {
@@ -302,6 +328,7 @@ var ignoredEnv = map[string]bool{
 	"DECANT_PG_PORT": true, "DECANT_KAFKA_PORT": true, "DECANT_KAFKA_CONTROLLER_PORT": true,
 	"DECANT_ES_PORT": true, "DECANT_ES_TRANSPORT_PORT": true, "DECANT_WAIT_SECS": true, "DECANT_ES_HEAP": true,
 	"DECANT_HEAVY": true, "DECANT_JAVA": true, "DECANT_KAFKA_HEAP": true, "DECANT_ES_CDS": true,
+	"DECANT_HASH_SALT": true, // streamer.hash_salt_env's default: a secret, not a setting
 }
 
 // suggest returns `; did you mean "x"?` for the closest name (Closest),

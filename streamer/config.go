@@ -61,6 +61,12 @@ type Config struct {
 	// before they commit (PostgreSQL 14+, those larger than the server's
 	// logical_decoding_work_mem). Default: the system temporary directory.
 	SpoolDir string
+	// Redact keeps columns out of the raw topics, per table ("schema.table";
+	// config.Streamer.Redact): excluded, masked with MaskText, or hashed
+	// with HashSalt. Default: none.
+	Redact   map[string]config.Redaction
+	MaskText string
+	HashSalt string
 	// Logger receives lifecycle and progress lines. Default: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the streamer's metrics. Default: none.
@@ -94,6 +100,7 @@ func ConfigFrom(cfg *config.Config, tables []string, kopts []kgo.Opt, log *slog.
 		ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(), Kafka: kopts,
 		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
 		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
+		Redact: cfg.Streamer.Redact, MaskText: cfg.Streamer.MaskText, HashSalt: cfg.Streamer.HashSalt,
 		Logger: log, Registerer: reg,
 	}
 }

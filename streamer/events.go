@@ -26,6 +26,9 @@ type relation struct {
 	counters map[wire.Op]prometheus.Counter
 	names    []byte   // `","schema":"…","table":"…"`, encoded once per relation, not per row
 	keyNames [][]byte // `{"col":` then `,"col":` for each key column, encoded once
+	// redact, looked up once (redactSet), keeps PII columns out (redact.go).
+	redact    *redactor
+	redactSet bool
 }
 
 // counter is the rows metric of this table and op, cached: label lookups
@@ -167,7 +170,8 @@ type txnInfo struct {
 // encoder turns decoded pgoutput messages into records. It is pure: no I/O.
 type encoder struct {
 	types         *pgTypes
-	before, after []byte // scratch for encoded tuples, copied into events
+	before, after []byte               // scratch for encoded tuples, copied into events
+	redact        map[string]*redactor // "schema.table" → what to keep out of its events
 }
 
 // keyOf encodes the key columns of a tuple (wire.Key's format).
@@ -302,6 +306,19 @@ func (e *encoder) snapshotRow(r *relation, key, row []byte, at *txnInfo) record 
 // event encodes a raw change value (PRODUCT.md §2) by hand: this is the hot
 // path. It consumes one sequence number of at, unless at.headOnly.
 func (e *encoder) event(r *relation, op wire.Op, key, before, after []byte, unchanged []string, at *txnInfo) []byte {
+	if !r.redactSet {
+		r.redact, r.redactSet = e.redact[r.schema+"."+r.table], true
+	}
+	if r.redact != nil {
+		var errB, errA error
+		before, errB = r.redact.apply(before)
+		after, errA = r.redact.apply(after)
+		if errB != nil || errA != nil {
+			// A row decant cannot parse to redact is not written as it is.
+			before, after = []byte("null"), []byte("null")
+		}
+		unchanged = r.redact.names(unchanged)
+	}
 	b := make([]byte, 0, 200+len(key)+len(before)+len(after)+len(r.names))
 	b = append(b, `{"op":"`...)
 	b = append(b, op...)

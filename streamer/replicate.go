@@ -21,7 +21,7 @@ import (
 func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn, start uint64) error {
 	s.fatal.Store(nil)
 	prog := newProgress(start)
-	st := &streamState{s: s, pool: pool, prog: prog, rels: map[uint32]*relation{}, enc: &encoder{types: s.types}, spools: map[uint32]*spool{}}
+	st := &streamState{s: s, pool: pool, prog: prog, rels: map[uint32]*relation{}, enc: &encoder{types: s.types, redact: s.redact}, spools: map[uint32]*spool{}}
 	defer st.closeSpools()
 	s.lastMsg.Store(time.Now().UnixNano())
 

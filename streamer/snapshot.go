@@ -134,7 +134,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	}
 	prog := newProgress(cp)
 	mark := prog.open()
-	enc := &encoder{types: s.types}
+	enc := &encoder{types: s.types, redact: s.redact}
 	started := time.Now()
 	var total int64
 	prior := map[string]map[int32]int64{} // topic → partitions holding an earlier image (see sweep)

@@ -29,6 +29,7 @@ type Streamer struct {
 	log     *slog.Logger
 	met     *metrics
 	types   *pgTypes
+	redact  map[string]*redactor // streamer.redact
 	kafka   *kgo.Client
 	admin   *kadm.Client
 	topics  sync.Map // topic name → struct{} once created
@@ -80,7 +81,7 @@ func New(cfg Config) (*Streamer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streamer: kafka client: %w", err)
 	}
-	return &Streamer{cfg: cfg, log: cfg.Logger.With("stage", "stream", "slot", cfg.Slot), met: newMetrics(cfg.Registerer),
+	return &Streamer{cfg: cfg, redact: newRedactors(cfg.Redact, cfg.MaskText, cfg.HashSalt), log: cfg.Logger.With("stage", "stream", "slot", cfg.Slot), met: newMetrics(cfg.Registerer),
 		types: newPGTypes(), kafka: cl, admin: kadm.NewClient(cl)}, nil
 }
 

@@ -171,7 +171,11 @@ func loadAndBind(ctx context.Context, cfg *config.Config, conn *pgx.Conn) (*mapp
 	if err != nil {
 		return nil, nil, err
 	}
-	return mappings.LoadAndBind(ctx, conn, paths)
+	model, cat, err := mappings.LoadAndBind(ctx, conn, paths)
+	if err == nil {
+		err = checkRedaction(cfg, model, cat)
+	}
+	return model, cat, err
 }
 
 // connect loads the config and connects to PostgreSQL. On failure it
