@@ -47,6 +47,11 @@ aggregates:
     table: customers
     columns: [id, name, email, address_id]
     where: note IS NULL OR note NOT LIKE 'slate%'
+    fields:
+      note_len: length(note)
+      order_count: {count: orders}
+      last_order_at: {max: orders.placed_at}
+      spent: {sum: orders.total}
     elasticsearch: {index: IDX_customer}
     relations:
       address: {table: addresses, references: address_id}
@@ -56,6 +61,8 @@ aggregates:
         foreign_key: customer_id
         columns: [id, status, total, placed_at]
         where: status NOT LIKE 'red%'
+        fields:
+          line_count: {count: lines}
         order_by: placed_at desc
         relations:
           lines:
@@ -87,14 +94,20 @@ aggregates:
 // filters (where:) as plain conditions — customers whose note starts with
 // slate, products whose title starts with blue have no document; orders
 // whose status starts with red and tags whose name starts with plum are
-// left out of the customer's.
+// left out of the customer's; and the computed fields (fields:) as plain
+// subqueries.
 const resCustomerOracle = `
 SELECT '{"id":' || c.id || '}', jsonb_build_object(
-  'id', c.id, 'name', c.name, 'email', c.email, 'address_id', c.address_id,
+  'id', c.id, 'name', c.name, 'email', c.email, 'address_id', c.address_id, 'note_len', length(c.note),
+  'order_count', (SELECT count(*) FROM orders o WHERE o.customer_id = c.id AND o.status NOT LIKE 'red%'),
+  'last_order_at', (SELECT max(o.placed_at) FROM orders o WHERE o.customer_id = c.id AND o.status NOT LIKE 'red%'),
+  'spent', (SELECT sum(o.total) FROM orders o WHERE o.customer_id = c.id AND o.status NOT LIKE 'red%'),
   'address', (SELECT to_jsonb(a) FROM addresses a WHERE a.id = c.address_id),
   'profile', (SELECT jsonb_build_object('bio', p.bio) FROM profiles p WHERE p.customer_id = c.id),
   'orders', COALESCE((
-     SELECT jsonb_agg((to_jsonb(o) - 'customer_id') || jsonb_build_object('lines', COALESCE((
+     SELECT jsonb_agg((to_jsonb(o) - 'customer_id') || jsonb_build_object(
+        'line_count', (SELECT count(*) FROM order_lines l WHERE l.order_id = o.id),
+        'lines', COALESCE((
         SELECT jsonb_agg(jsonb_build_object('id', l.id, 'qty', l.qty,
                  'product', (SELECT jsonb_build_object('id', p.id, 'sku', p.sku, 'title', p.title) FROM products p WHERE p.id = l.product_id))
                ORDER BY l.id)

@@ -21,7 +21,7 @@ func LoadAndBind(ctx context.Context, db Querier, paths []string) (*Model, *Cata
 	}
 	m, err := Bind(set, cat)
 	if err == nil {
-		err = CheckFilters(ctx, db, m)
+		err = CheckSQL(ctx, db, m)
 	}
 	return m, cat, err
 }
@@ -223,6 +223,40 @@ func (b *binder) node(s *relSpec, parent *Node, t *Table) *Node {
 		if c := b.node(rs, n, ct); c != nil {
 			n.Children = append(n.Children, c)
 		}
+	}
+	for _, fs := range s.fields {
+		if n.Value != "" {
+			b.add(fs.at.errorf("fields make an object, but %s is the single value of column %q: drop value or the fields", s.name, n.Value))
+			break
+		}
+		if prev, ok := keys[fs.name]; ok {
+			b.add(fs.at.errorf("field %q clashes with %s in the same object; rename one of them", fs.name, prev))
+			continue
+		}
+		keys[fs.name] = fmt.Sprintf("field %q", fs.name)
+		f := Field{Name: fs.name, Expr: fs.expr, Func: fs.fn, Column: fs.column, at: fs.at}
+		if fs.fn != "" {
+			for _, c := range n.Children {
+				if c.Name == fs.relation {
+					f.Relation = c
+				}
+			}
+			if f.Relation == nil {
+				var names []string
+				for _, c := range n.Children {
+					names = append(names, c.Name)
+				}
+				b.add(fs.at.errorf("%s: no relation %q in this object; a field reads one of the object's relations%s", fs.fn, fs.relation, suggest(fs.relation, names)))
+				continue
+			}
+			if fs.column != "" && b.column(f.Relation.table, fs.column, fs.at, fs.fn) == nil {
+				continue
+			}
+			if fs.fn == "count" {
+				f.Type = "bigint"
+			}
+		}
+		n.Fields = append(n.Fields, f)
 	}
 	return n
 }

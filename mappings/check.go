@@ -356,7 +356,7 @@ func CheckLive(ctx context.Context, db Querier, set *Set, publication, slot stri
 	if err != nil {
 		problems = BindProblems(err)
 	}
-	if err := CheckFilters(ctx, db, model); err != nil {
+	if err := CheckSQL(ctx, db, model); err != nil {
 		problems = append(problems, BindProblems(err)...)
 	}
 	env, err := ReadCheckEnv(ctx, db, publication, slot)

@@ -66,6 +66,11 @@ func nodeProperties(n *Node) map[string]any {
 	for _, c := range n.Columns {
 		props[n.OutputName(c)] = columnMapping(n.table.Column(c))
 	}
+	for _, f := range n.Fields {
+		if f.Type != "" { // else dynamic mapping decides
+			props[f.Name] = columnMapping(typeColumn(f.Type))
+		}
+	}
 	for _, c := range n.Children {
 		if c.Value != "" {
 			props[c.Name] = columnMapping(c.table.Column(c.Value))
@@ -126,4 +131,13 @@ func deepMerge(base, over map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// typeColumn describes a value of PostgreSQL type t (format_type's name,
+// "integer[]" for arrays) as columnMapping reads a column.
+func typeColumn(t string) *Column {
+	if elem, ok := strings.CutSuffix(t, "[]"); ok {
+		return &Column{BaseType: t, Category: 'A', ElemType: elem}
+	}
+	return &Column{BaseType: t}
 }

@@ -70,6 +70,18 @@ type relSpec struct {
 	relations  []*relSpec
 	where      string // a SQL boolean over the table's row: which rows are documents (root) or belong (relation)
 	whereAt    pos
+	fields     []fieldSpec // computed document keys, in file order
+}
+
+// fieldSpec is one computed key: a SQL expression over the node's row, or
+// an aggregate function over one of its relations.
+type fieldSpec struct {
+	name     string
+	at       pos
+	expr     string
+	fn       string // count, max, min, sum, avg; "" for an expression
+	relation string // the relation fn reads
+	column   string // the relation's column (not for count)
 }
 
 type throughSpec struct {
@@ -429,7 +441,7 @@ func (l *loader) aggregate(name string, k, v *yaml.Node, p pos, schema string) *
 		l.add(p.errorf("aggregate name %q is not valid: it names Kafka topics and the Elasticsearch index, so use lower-case letters, digits, '_' and '-', starting with a letter or '_'", name))
 	}
 	a.root = &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
-	keys := []string{"table", "schema", "id", "columns", "rename", "relations", "where", "elasticsearch"}
+	keys := []string{"table", "schema", "id", "columns", "rename", "fields", "relations", "where", "elasticsearch"}
 	l.mapping(v, p, keys, func(key string, k, v *yaml.Node, kp pos) {
 		switch key {
 		case "id":
@@ -494,7 +506,7 @@ func invalidIndexName(s string) string {
 	return ""
 }
 
-var relationKeys = []string{"table", "schema", "foreign_key", "references", "through", "single", "value", "columns", "rename", "order_by", "where", "relations"}
+var relationKeys = []string{"table", "schema", "foreign_key", "references", "through", "single", "value", "columns", "rename", "fields", "order_by", "where", "relations"}
 
 func (l *loader) relation(name string, v *yaml.Node, p pos, schema string, depth int) *relSpec {
 	r := &relSpec{name: name, at: p, tableKeys: tableKeys{schema: schema}}
@@ -546,6 +558,12 @@ func (l *loader) relField(r *relSpec, key string, v *yaml.Node, kp pos, schema s
 		})
 	case "order_by":
 		r.orderBy = l.orderBy(v, kp)
+	case "fields":
+		l.mapping(v, kp, nil, func(name string, k, v *yaml.Node, fp pos) {
+			if f, ok := l.field(name, v, fp); ok {
+				r.fields = append(r.fields, f)
+			}
+		})
 	case "where":
 		if s, ok := l.str(v, kp); ok {
 			if strings.TrimSpace(s) == "" {
@@ -567,6 +585,62 @@ func (l *loader) relField(r *relSpec, key string, v *yaml.Node, kp pos, schema s
 			r.relations = append(r.relations, l.relation(name, v, rp, schema, depth+1))
 		})
 	}
+}
+
+// aggregateFuncs are the functions fields: may apply to a relation.
+var aggregateFuncs = []string{"count", "max", "min", "sum", "avg"}
+
+// field reads one computed key: `name: <SQL expression>` or
+// `name: {count: relation}` / `name: {max: relation.column}` (min, sum, avg).
+func (l *loader) field(name string, v *yaml.Node, p pos) (fieldSpec, bool) {
+	f := fieldSpec{name: name, at: p}
+	if strings.HasPrefix(name, "$") {
+		l.add(p.errorf("key %q must not start with \"$\" (reserved)", name))
+		return f, false
+	}
+	vn := l.deref(v)
+	vp := l.at(vn, p.Path)
+	if vn.Kind == yaml.ScalarNode {
+		s, ok := l.str(v, p)
+		if !ok {
+			return f, false
+		}
+		switch {
+		case strings.TrimSpace(s) == "":
+			l.add(vp.errorf("the expression is empty: write a SQL expression over the table's columns, e.g. first_name || ' ' || last_name"))
+			return f, false
+		case strings.Contains(s, ";"):
+			l.add(vp.errorf("a field must be one SQL expression: remove the ';'"))
+			return f, false
+		}
+		f.expr, f.at = s, vp
+		return f, true
+	}
+	if vn.Kind != yaml.MappingNode || len(vn.Content) != 2 {
+		l.add(vp.errorf("expected a SQL expression, or one of %s with a relation, e.g. {count: orders} or {max: orders.placed_at}", strings.Join(aggregateFuncs, ", ")))
+		return f, false
+	}
+	fn, arg := vn.Content[0].Value, l.deref(vn.Content[1])
+	fp := l.at(vn.Content[0], p.Path+"."+fn)
+	if !slices.Contains(aggregateFuncs, fn) {
+		l.add(fp.errorf("unknown function %q: use one of %s%s", fn, strings.Join(aggregateFuncs, ", "), suggest(fn, aggregateFuncs)))
+		return f, false
+	}
+	s, ok := l.name(arg, fp)
+	if !ok {
+		return f, false
+	}
+	rel, col, dotted := strings.Cut(s, ".")
+	switch {
+	case fn == "count" && dotted:
+		l.add(l.at(arg, fp.Path).errorf("count takes a relation, not a column: {count: %s}", rel))
+		return f, false
+	case fn != "count" && !dotted:
+		l.add(l.at(arg, fp.Path).errorf("%s takes a relation's column: {%s: %s.<column>}", fn, fn, rel))
+		return f, false
+	}
+	f.fn, f.relation, f.column, f.at = fn, rel, col, l.at(arg, fp.Path)
+	return f, true
 }
 
 func (l *loader) through(r *relSpec, v *yaml.Node, p pos, schema string) {

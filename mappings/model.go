@@ -171,11 +171,30 @@ type Node struct {
 	// where:, column names unqualified): the root rows that are documents,
 	// or the rows of a relation that belong in it.
 	Where string
+	// Fields are the computed keys (fields:), after the columns, in file
+	// order.
+	Fields []Field
 
 	table   *Table
 	through *Table
 	unique  bool // ChildColumns (or the join) select at most one row
 	whereAt pos  // where: in its file, for problems with it
+}
+
+// Field is one computed document key: Expr, a SQL expression over the
+// node's row (column names unqualified), or Func (count, max, min, sum,
+// avg) over the child node Relation (and its Column).
+type Field struct {
+	Name     string
+	Expr     string
+	Func     string
+	Relation *Node
+	Column   string
+	// Type is the PostgreSQL type of the value (format_type), for the
+	// Elasticsearch mapping; CheckSQL fills it from the database ("" until
+	// then: the property is left to dynamic mapping).
+	Type string
+	at   pos
 }
 
 // OrderBy is one sort key of an array.

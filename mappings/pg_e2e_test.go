@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -325,7 +326,7 @@ aggregates:
         where: NOT hidden
 `)
 	a := m.Aggregate("post")
-	if err := CheckFilters(context.Background(), pg.Pool, m); err != nil {
+	if err := CheckSQL(context.Background(), pg.Pool, m); err != nil {
 		t.Fatalf("CheckFilters on good filters: %v", err)
 	}
 	docs := build(t, pg, a, [][]json.RawMessage{raws(`1`), raws(`2`)})
@@ -349,9 +350,84 @@ aggregates:
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = CheckFilters(context.Background(), pg.Pool, bad)
+	err = CheckSQL(context.Background(), pg.Pool, bad)
 	wantMsg := `bad.yaml:5:12: aggregates.post.where: where: PostgreSQL refuses the filter on public.posts: column "publishd" does not exist (at character 1 of the filter)`
 	if err == nil || !strings.Contains(err.Error(), wantMsg) {
 		t.Errorf("CheckFilters on a misspelt column: %v\nwant %s", err, wantMsg)
+	}
+}
+
+// TestPGFields (issue 18): computed keys — an expression over the node's
+// row, and count / max / sum over a relation (the relation's filter
+// applies to them too) — built in the one statement, typed for
+// Elasticsearch from PostgreSQL's own types, watched (an expression's
+// table whole, an aggregated column on the relation's route), and
+// refused at their file:line:column when PostgreSQL refuses them.
+func TestPGFields(t *testing.T) {
+	pg := testenv.Postgres(t)
+	pg.Exec(t, `CREATE TABLE people (id int PRIMARY KEY, first_name text, last_name text, cents int);
+		CREATE TABLE orders (id int PRIMARY KEY, person_id int REFERENCES people(id), total numeric(10,2), placed_at timestamptz, status text, note text);
+		INSERT INTO people VALUES (1, 'Ada', 'Lovelace', 150), (2, 'Bob', 'Ross', NULL);
+		INSERT INTO orders VALUES (10, 1, 5.50, '2026-01-01T00:00:00Z', 'ok', 'n'), (11, 1, 4.25, '2026-02-01T00:00:00Z', 'ok', 'n'),
+		                          (12, 1, 100, '2026-03-01T00:00:00Z', 'cancelled', 'n');`)
+	m := mustBind(t, readCatalog(t, pg), `version: 1
+aggregates:
+  person:
+    table: people
+    columns: [id]
+    fields:
+      full_name: "first_name || ' ' || last_name"
+      euros: "cents / 100.0"
+      order_count: {count: orders}
+      last_order_at: {max: orders.placed_at}
+      spent: {sum: orders.total}
+    relations:
+      orders: {table: orders, foreign_key: person_id, columns: [id], where: "status <> 'cancelled'"}
+`)
+	if err := CheckSQL(context.Background(), pg.Pool, m); err != nil {
+		t.Fatal(err)
+	}
+	a := m.Aggregate("person")
+	docs := build(t, pg, a, [][]json.RawMessage{raws(`1`), raws(`2`)})
+	got, _ := json.Marshal(docs)
+	want := `{"[1]":{"euros":1.5000000000000000,"full_name":"Ada Lovelace","id":1,"last_order_at":"2026-02-01T00:00:00+00:00","order_count":2,"orders":[{"id":10},{"id":11}],"spent":9.75},` +
+		`"[2]":{"euros":null,"full_name":"Bob Ross","id":2,"last_order_at":null,"order_count":0,"orders":[],"spent":null}}`
+	if string(got) != want {
+		t.Errorf("documents\n%s\nwant\n%s", got, want)
+	}
+	props := a.IndexMapping()["properties"].(map[string]any)
+	for key, typ := range map[string]string{"full_name": "text", "euros": "double", "order_count": "long", "last_order_at": "date", "spent": "double"} {
+		if p, _ := props[key].(map[string]any); p == nil || p["type"] != typ {
+			t.Errorf("index mapping of %s = %v, want type %s", key, props[key], typ)
+		}
+	}
+	for _, r := range m.RoutesFor(TableName{"public", "people"}) {
+		if strings.Join(r.Watch, ",") != "id,first_name,last_name,cents" {
+			t.Errorf("route %s watches %v, want every column (an expression reads them)", r.Path, r.Watch)
+		}
+	}
+	for _, r := range m.RoutesFor(TableName{"public", "orders"}) {
+		for _, c := range []string{"placed_at", "total", "status"} {
+			if !slices.Contains(r.Watch, c) {
+				t.Errorf("route %s watches %v: %s is missing (aggregated, or read by the filter)", r.Path, r.Watch, c)
+			}
+		}
+	}
+
+	set := mustLoad(t, File{Name: "bad.yaml", Data: []byte(`version: 1
+aggregates:
+  person:
+    table: people
+    fields:
+      full: "first_name || ' ' || lastname"
+`)})
+	bad, err := Bind(set, readCatalog(t, pg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CheckSQL(context.Background(), pg.Pool, bad)
+	wantMsg := `bad.yaml:6:13: aggregates.person.fields.full: fields.full: PostgreSQL refuses the expression on public.people: column "lastname" does not exist (at character 22 of the expression)`
+	if err == nil || !strings.Contains(err.Error(), wantMsg) {
+		t.Errorf("CheckSQL on a misspelt column: %v\nwant %s", err, wantMsg)
 	}
 }

@@ -59,12 +59,20 @@ func joinRoute(a *Aggregate, n *Node, chain []*Node) *Route {
 // watch is every column of n's table whose change can change a document:
 // mapped columns, link columns, and sort keys.
 func watch(a *Aggregate, n *Node) []string {
-	if n.Where != "" {
-		// Which columns a filter reads is PostgreSQL's to know: every
-		// column of the table is watched.
+	if n.Where != "" || slices.ContainsFunc(n.Fields, func(f Field) bool { return f.Expr != "" }) {
+		// Which columns a filter or an expression reads is PostgreSQL's
+		// to know: every column of the table is watched.
 		return n.table.columnNames()
 	}
 	lists := [][]string{n.Columns, n.ChildColumns}
+	if n.Parent != nil {
+		// The parent's fields that aggregate this node's column.
+		for _, f := range n.Parent.Fields {
+			if f.Relation == n && f.Column != "" {
+				lists = append(lists, []string{f.Column})
+			}
+		}
+	}
 	if n.Kind == Root {
 		lists = append(lists, a.ID)
 	}

@@ -188,6 +188,9 @@ func (g *sqlGen) object(n *Node, alias string) string {
 	for _, c := range n.Columns {
 		pairs = append(pairs, literal(n.OutputName(c))+", "+jsonValue(n, alias, c))
 	}
+	for _, f := range n.Fields {
+		pairs = append(pairs, literal(f.Name)+", "+g.field(f, alias))
+	}
 	for _, c := range n.Children {
 		pairs = append(pairs, literal(c.Name)+", "+g.relation(c, alias))
 	}
@@ -232,6 +235,25 @@ func (g *sqlGen) join(pairs []string) string {
 	}
 	sep := g.nl() + "  "
 	return sep + strings.Join(pairs, ","+sep)
+}
+
+// field returns the value of a computed key of the row at alias: its
+// expression as written (names resolve to that row's columns), or the
+// aggregate over the relation's rows — the same rows, filter included,
+// that the relation holds.
+func (g *sqlGen) field(f Field, alias string) string {
+	if f.Func == "" {
+		return "(" + f.Expr + ")"
+	}
+	g.indent += 2
+	defer func() { g.indent -= 2 }()
+	child := g.alias()
+	from, where := g.fromWhere(f.Relation, alias, child)
+	arg := "*"
+	if f.Column != "" {
+		arg = col(child, f.Column)
+	}
+	return fmt.Sprintf("(SELECT %s(%s) FROM %s WHERE %s)", f.Func, arg, from, where)
 }
 
 // relation returns the JSON expression of child n of the row at parent.
