@@ -104,7 +104,11 @@ func Init(cat *Catalog, opts InitOptions) ([]byte, error) {
 Review it: remove what documents do not need, add order_by to arrays
 (default order: primary key), rename keys, and run decant check, which also
 lists the tables that need REPLICA IDENTITY FULL and the missing indexes.
-Roots: %s.`, opts.Schema, g.rootRule())
+Roots: %s.
+Any aggregate or relation may also keep part of its table and compute keys
+(docs/mappings.md, Filters and Computed fields), e.g.:
+  where: deleted_at IS NULL
+  fields: {full_name: "first_name || ' ' || last_name", order_count: {count: orders}}`, opts.Schema, g.rootRule())
 	intNode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"}
 	doc.Content = append(doc.Content, ver, intNode, scalar("schema"), scalar(opts.Schema), scalar("aggregates"), aggs)
 	var buf bytes.Buffer
