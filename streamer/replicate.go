@@ -388,7 +388,8 @@ func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 			pk = append(pk, g.cols[i].Name)
 		}
 	} else {
-		cols, cpk, _, err := tableColumns(ctx, st.pool, m.RelationID)
+		all, cpk, generated, err := tableColumns(ctx, st.pool, m.RelationID)
+		cols, _ := publishedColumns(all, generated, nil)
 		if err != nil || !sameColumns(cols, m.Columns) || !identityIsKey(m.Columns, cpk) {
 			return
 		}
