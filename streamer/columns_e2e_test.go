@@ -13,7 +13,8 @@ import (
 
 // TestSnapshotColumnsAsPublished: snapshot ("r") and streamed ("c") records
 // of a table carry the same columns, the ones the publication publishes
-// (pg_publication_tables.attnames): a column list (15+) leaves columns out;
+// (the streamed records say which, pgoutput being the oracle): a column
+// list (15+) leaves columns out;
 // a stored generated column is published on 18 with
 // publish_generated_columns = stored, never before; a virtual generated
 // column (18) never is. Values equal to_jsonb of the row restricted to
@@ -50,14 +51,6 @@ func TestSnapshotColumnsAsPublished(t *testing.T) {
 		table string
 		want  []string
 	}{{"g", wantG}, {"c", []string{"b", "id"}}} {
-		var attnames []string
-		if err := pg.Pool.QueryRow(context.Background(), `SELECT attnames::text[] FROM pg_publication_tables WHERE pubname = 'decant' AND tablename = $1`, tc.table).Scan(&attnames); err != nil {
-			t.Fatal(err)
-		}
-		sort.Strings(attnames)
-		if !reflect.DeepEqual(attnames, tc.want) {
-			t.Fatalf("PostgreSQL %d publishes %s%v, the test expects %v", major, tc.table, attnames, tc.want)
-		}
 		recs := e.waitRecords(wire.RawTopic(e.k.Prefix, "public", tc.table), 3)
 		oracle := e.tableState(tc.table, `jsonb_build_object('id', id)::text`)
 		for _, r := range recs {

@@ -26,16 +26,19 @@ func TestPublishedColumns(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		published  []string
+		gen18      bool
 		keep, drop []string
 	}{
-		{"13/14: no attnames, generated columns dropped", nil, []string{"id", "a", "b"}, []string{"s", "v"}},
-		{"15+: publication of every column", []string{"id", "a", "b"}, []string{"id", "a", "b"}, []string{"s", "v"}},
-		{"15+: column list", []string{"id", "b"}, []string{"id", "b"}, []string{"a", "s", "v"}},
-		{"18: publish_generated_columns = stored", []string{"id", "a", "s", "b"}, []string{"id", "a", "s", "b"}, []string{"v"}},
-		{"attnames order does not matter: attnum order", []string{"b", "s", "id"}, []string{"id", "s", "b"}, []string{"a", "v"}},
+		{"13/14: no attnames, generated columns dropped", nil, false, []string{"id", "a", "b"}, []string{"s", "v"}},
+		{"15: attnames lists generated columns pgoutput does not send", []string{"id", "a", "s", "b"}, false, []string{"id", "a", "b"}, []string{"s", "v"}},
+		{"16, 17: publication of every column", []string{"id", "a", "b"}, false, []string{"id", "a", "b"}, []string{"s", "v"}},
+		{"15+: column list", []string{"id", "b"}, false, []string{"id", "b"}, []string{"a", "s", "v"}},
+		{"18: publish_generated_columns = none", []string{"id", "a", "b"}, true, []string{"id", "a", "b"}, []string{"s", "v"}},
+		{"18: publish_generated_columns = stored", []string{"id", "a", "s", "b"}, true, []string{"id", "a", "s", "b"}, []string{"v"}},
+		{"18: attnames order does not matter: attnum order", []string{"b", "s", "id"}, true, []string{"id", "s", "b"}, []string{"a", "v"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			keep, drop := publishedColumns(cols, gen, tc.published)
+			keep, drop := publishedColumns(cols, gen, tc.published, tc.gen18)
 			if got := names(keep); !reflect.DeepEqual(got, tc.keep) {
 				t.Errorf("kept %v, want %v", got, tc.keep)
 			}

@@ -389,7 +389,7 @@ func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 		}
 	} else {
 		all, cpk, generated, err := tableColumns(ctx, st.pool, m.RelationID)
-		cols, _ := publishedColumns(all, generated, nil)
+		cols, _ := publishedColumns(all, generated, nil, false)
 		if err != nil || !sameColumns(cols, m.Columns) || !identityIsKey(m.Columns, cpk) {
 			return
 		}

@@ -70,23 +70,22 @@ ORDER BY a.attnum`, relid)
 // publishedColumns splits a table's columns (tableColumns) into those
 // pgoutput sends, in attnum order as in its relation messages, and the
 // names of the others. published is the table's pg_publication_tables.attnames
-// (PostgreSQL 15+), which is exactly what pgoutput sends: it leaves out the
-// columns outside a publication's column list and the generated columns,
-// except, on 18+, stored generated columns a publication publishes
-// (publish_generated_columns = stored, or named in its column list).
-// Without it (13, 14, which have neither) every column but the generated
-// ones is sent.
-func publishedColumns(cols []pglogrepl.RelationMessageColumn, generated map[string]bool, published []string) (keep []pglogrepl.RelationMessageColumn, drop []string) {
-	in := func(name string) bool { return !generated[name] }
+// (PostgreSQL 15+, nil before), which leaves out the columns outside a
+// publication's column list. Generated columns are never sent before 18
+// (where 15 still lists them in attnames); from 18 on attnames lists
+// exactly the stored generated columns a publication publishes
+// (publish_generated_columns = stored, or named in its column list), so
+// gen18 (a server of 18+) trusts it for them.
+func publishedColumns(cols []pglogrepl.RelationMessageColumn, generated map[string]bool, published []string, gen18 bool) (keep []pglogrepl.RelationMessageColumn, drop []string) {
+	var listed map[string]bool
 	if published != nil {
-		set := make(map[string]bool, len(published))
+		listed = make(map[string]bool, len(published))
 		for _, n := range published {
-			set[n] = true
+			listed[n] = true
 		}
-		in = func(name string) bool { return set[name] }
 	}
 	for _, c := range cols {
-		if in(c.Name) {
+		if (listed == nil || listed[c.Name]) && (!generated[c.Name] || gen18 && listed != nil) {
 			keep = append(keep, c)
 		} else {
 			drop = append(drop, c.Name)
@@ -146,13 +145,14 @@ func (s *Streamer) snapshot(ctx context.Context, pool *pgxpool.Pool, snapshotNam
 		pages         int64
 		rowsPerPage   float64
 		published     []string // pg_publication_tables.attnames; nil before 15
+		gen18         bool     // the server publishes generated columns on request (18+)
 	}
 	// attnames (15+) is read through to_jsonb so that the query also runs
 	// on 13 and 14, which do not have it.
 	rows, err := tx.Query(ctx, `
 SELECT c.oid, n.nspname, c.relname, pg_relation_size(c.oid) / current_setting('block_size')::int8,
        CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 50 END,
-       (to_jsonb(pt) -> 'attnames')::text
+       (to_jsonb(pt) -> 'attnames')::text, current_setting('server_version_num')::int >= 180000
 FROM pg_publication_tables pt
 JOIN pg_namespace n ON n.nspname = pt.schemaname
 JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
@@ -163,7 +163,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tbl, error) {
 		var t tbl
 		var attnames *string
-		if err := r.Scan(&t.oid, &t.schema, &t.table, &t.pages, &t.rowsPerPage, &attnames); err != nil {
+		if err := r.Scan(&t.oid, &t.schema, &t.table, &t.pages, &t.rowsPerPage, &attnames, &t.gen18); err != nil {
 			return t, err
 		}
 		if attnames != nil && *attnames != "null" {
@@ -187,7 +187,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		if err != nil {
 			return err
 		}
-		cols, unpublished := publishedColumns(all, generated, t.published)
+		cols, unpublished := publishedColumns(all, generated, t.published, t.gen18)
 		rm := &pglogrepl.RelationMessage{RelationID: t.oid, Namespace: t.schema, RelationName: t.table, Columns: make([]*pglogrepl.RelationMessageColumn, len(cols))}
 		for i := range cols {
 			rm.Columns[i] = &cols[i]
