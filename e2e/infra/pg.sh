@@ -181,6 +181,7 @@ CONF
 
 down() {
   local BIN; BIN=$(pg_bin 2>/dev/null) || { rm -f "$PIDFILE"; return 0; }
+  standby_down "${1:-}"   # its primary is going away
   if [ -f "$PGDATA/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
     log "stopping PostgreSQL $V"
     as_pg "$BIN/pg_ctl" -D "$PGDATA" -m fast -w -t 60 stop >/dev/null 2>&1 \
@@ -195,11 +196,78 @@ status() {
   if as_pg "$BIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then echo "postgres $V: running on 127.0.0.1:$DECANT_PG_PORT"; else echo "postgres $V: stopped"; fi
 }
 
+# --- a hot standby of the cluster (16+: logical decoding on a standby) --------
+# standby-up copies the running primary with pg_basebackup -R through a
+# physical slot (decant_standby), so the primary keeps the WAL and, with
+# hot_standby_feedback, the catalog rows the standby's logical slots need;
+# it listens on $DECANT_PG_STANDBY_PORT (555<major>), data/pg<major>-standby.
+# pg_basebackup comes from the 18 bundle (the 16/17 bundles have none, and
+# Debian's 15 cannot copy a newer server), installed when missing.
+SB_DATA="$DATA_DIR/$NAME-standby"
+SB_LOG="$LOG_DIR/$NAME-standby.log"
+: "${DECANT_PG_STANDBY_PORT:=555$V}"
+
+basebackup_bin() {
+  if [ "$V" = 18 ]; then echo "$BIN/pg_basebackup"; return; fi
+  DECANT_PG_VERSION=18 DECANT_PG_PORT=55418 bash "$INFRA_SRC/pg.sh" install >&2
+  echo "$(DECANT_PG_VERSION=18 DECANT_PG_PORT=55418 bash "$INFRA_SRC/pg.sh" bin)/pg_basebackup"
+}
+
+standby_up() {
+  [ "$V" -ge 16 ] || die "logical decoding on a standby needs PostgreSQL 16+ (DECANT_PG_VERSION=$V)"
+  BIN=$(pg_bin) || die "PostgreSQL $V is not installed: run pg.sh up first"
+  healthy || die "the PostgreSQL $V primary is not running on 127.0.0.1:$DECANT_PG_PORT: run pg.sh up first"
+  touch "$SB_LOG"; chown postgres: "$SB_LOG"
+  if [ -f "$SB_DATA/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$SB_DATA" status >/dev/null 2>&1; then
+    log "PostgreSQL $V standby already running on 127.0.0.1:$DECANT_PG_STANDBY_PORT"; return 0
+  fi
+  port_free "$DECANT_PG_STANDBY_PORT" || die "port $DECANT_PG_STANDBY_PORT is in use; set DECANT_PG_STANDBY_PORT"
+  if [ ! -f "$SB_DATA/standby.signal" ]; then
+    local bb; bb=$(basebackup_bin)
+    rm -rf "$SB_DATA"; mkdir -p "$SB_DATA"; chown postgres: "$SB_DATA"; chmod 700 "$SB_DATA"
+    as_pg "$(isready_bin | xargs dirname)/psql" -h 127.0.0.1 -p "$DECANT_PG_PORT" -U postgres -d postgres -qAtc \
+      "SELECT pg_drop_replication_slot('decant_standby') FROM pg_replication_slots WHERE slot_name = 'decant_standby' AND NOT active" \
+      >/dev/null 2>&1 || true
+    log "pg_basebackup of 127.0.0.1:$DECANT_PG_PORT into $SB_DATA"
+    as_pg "$bb" -h 127.0.0.1 -p "$DECANT_PG_PORT" -U postgres -D "$SB_DATA" -R -X stream -c fast -C -S decant_standby >>"$SB_LOG" 2>&1 \
+      || die "pg_basebackup failed; see $SB_LOG"
+    cat >>"$SB_DATA/postgresql.auto.conf" <<CONF
+# --- decant test standby ---
+port = $DECANT_PG_STANDBY_PORT
+hot_standby = on
+hot_standby_feedback = on
+CONF
+  fi
+  log "starting PostgreSQL $V standby on 127.0.0.1:$DECANT_PG_STANDBY_PORT (log $SB_LOG)"
+  as_pg "$BIN/pg_ctl" -D "$SB_DATA" -l "$SB_LOG" -w -t 120 start >/dev/null \
+    || { tail -n 20 "$SB_LOG" >&2; die "the PostgreSQL $V standby failed to start; see $SB_LOG"; }
+  head -1 "$SB_DATA/postmaster.pid" >"$PID_DIR/$NAME-standby.pid"
+  log "PostgreSQL $V standby ready: postgres://postgres@127.0.0.1:$DECANT_PG_STANDBY_PORT/postgres"
+}
+
+standby_down() {
+  local BIN; BIN=$(pg_bin 2>/dev/null) || return 0
+  if [ -f "$SB_DATA/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$SB_DATA" status >/dev/null 2>&1; then
+    log "stopping the PostgreSQL $V standby"
+    as_pg "$BIN/pg_ctl" -D "$SB_DATA" -m fast -w -t 60 stop >/dev/null 2>&1 \
+      || as_pg "$BIN/pg_ctl" -D "$SB_DATA" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  rm -f "$PID_DIR/$NAME-standby.pid"
+  if [ "${1:-}" = "--clean" ]; then
+    rm -rf "$SB_DATA"
+    as_pg "$(isready_bin | xargs dirname)/psql" -h 127.0.0.1 -p "$DECANT_PG_PORT" -U postgres -d postgres -qAtc \
+      "SELECT pg_drop_replication_slot('decant_standby') FROM pg_replication_slots WHERE slot_name = 'decant_standby' AND NOT active" \
+      >/dev/null 2>&1 || true
+  fi
+}
+
 case "${1:-}" in
   up) up ;;
   down) shift; down "${1:-}" ;;
   status) status ;;
   install) ensure_installed ;;
   bin) ensure_installed; pg_bin ;;
-  *) echo "usage: $0 up|down [--clean]|status|install|bin" >&2; exit 2 ;;
+  standby-up) standby_up ;;
+  standby-down) shift; standby_down "${1:-}" ;;
+  *) echo "usage: $0 up|down [--clean]|status|install|bin|standby-up|standby-down [--clean]" >&2; exit 2 ;;
 esac
