@@ -200,6 +200,59 @@ func Postgres(t testing.TB) *PG {
 	return p
 }
 
+// PGStandbyDSN is the DSN of the maintenance database of the hot standby
+// `e2e/infra/pg.sh standby-up` starts: DECANT_TEST_PG_STANDBY_DSN, else
+// port DECANT_PG_STANDBY_PORT or 555<major> when DECANT_PG_VERSION is 16+
+// (logical decoding on a standby needs 16); "" when there is none.
+func PGStandbyDSN() string {
+	if dsn := os.Getenv("DECANT_TEST_PG_STANDBY_DSN"); dsn != "" {
+		return dsn
+	}
+	port := os.Getenv("DECANT_PG_STANDBY_PORT")
+	if port == "" {
+		if PGVersion() < 16 {
+			return ""
+		}
+		port = "555" + strconv.Itoa(PGVersion())
+	}
+	return "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
+}
+
+// Standby returns the DSN of pg's database on the hot standby, once the
+// standby has replayed everything the primary had written when it was
+// called. It skips the test when no standby is configured (PGStandbyDSN)
+// and, like Postgres, fails (CI) or skips when the standby is unreachable.
+func Standby(t testing.TB, pg *PG) string {
+	t.Helper()
+	admin := PGStandbyDSN()
+	if admin == "" {
+		t.Skip("needs a hot standby of PostgreSQL 16+: DECANT_PG_VERSION=16|17|18 and `bash e2e/infra/pg.sh standby-up` (make test-pg starts one)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var target string
+	if err := pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		t.Fatalf("PostgreSQL primary: %v", err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("standby DSN: %v", err)
+	}
+	u.Path = "/" + pg.Name
+	dsn := u.String()
+	c, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		unavailable(t, "PostgreSQL standby", err)
+	}
+	defer c.Close(context.Background())
+	WaitFor(t, "the standby to replay the primary's WAL up to "+target, time.Minute, func() (bool, error) {
+		var ok bool
+		err := c.QueryRow(ctx, `SELECT pg_is_in_recovery() AND pg_last_wal_replay_lsn() >= $1::pg_lsn`, target).Scan(&ok)
+		return ok, err
+	})
+	return dsn
+}
+
 // KafkaEnv is a topic prefix and a client for one test.
 type KafkaEnv struct {
 	Brokers []string
