@@ -231,8 +231,13 @@ standby_up() {
     log "pg_basebackup of 127.0.0.1:$DECANT_PG_PORT into $SB_DATA"
     as_pg "$bb" -h 127.0.0.1 -p "$DECANT_PG_PORT" -U postgres -D "$SB_DATA" -R -X stream -c fast -C -S decant_standby >>"$SB_LOG" 2>&1 \
       || die "pg_basebackup failed; see $SB_LOG"
+    # The last setting wins: our own primary_conninfo, since the one -R
+    # writes carries options of pg_basebackup's libpq (18) that an older
+    # server's walreceiver rejects (16: "invalid connection option
+    # sslnegotiation").
     cat >>"$SB_DATA/postgresql.auto.conf" <<CONF
 # --- decant test standby ---
+primary_conninfo = 'host=127.0.0.1 port=$DECANT_PG_PORT user=postgres application_name=decant_standby'
 port = $DECANT_PG_STANDBY_PORT
 hot_standby = on
 hot_standby_feedback = on
