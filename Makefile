@@ -13,9 +13,10 @@ export DECANT_INFRA_DIR ?= /tmp/decant-infra
 # starts each version on its own port, 554<major>, and stops it after):
 # the whole streamer package (value fidelity against to_jsonb, snapshot with
 # concurrent writes, kill -9, streamed large transactions, schema changes),
-# the mappings' SQL against the server, and the resolver's differential and
-# kill -9 suites; with a hot standby of each (pg.sh standby-up, port
-# 555<major>), the streamer and the differential test also run on it. make test runs the drift suite (PG_DRIFT_RUN: the
+# the mappings' SQL against the server, decant check, and the resolver's
+# differential and kill -9 suites; with a hot standby of each (pg.sh
+# standby-up, port 555<major>), the streamer, decant check and the
+# differential test also run on it. make test runs the drift suite (PG_DRIFT_RUN: the
 # streamer's fidelity, protocol and snapshot tests, about a minute) on
 # PG_DRIFT_VERSION after the e2e tests on 15.
 PG_VERSIONS ?= 16 17 18
@@ -61,7 +62,7 @@ pg_run = DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh up &
 
 test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18 and a hot standby of each (PG_VERSIONS; Kafka, Elasticsearch, OpenSearch must be up)
 	@status=0; for v in $(PG_VERSIONS); do \
-		( $(call pg_run,$$v,sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) && $(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e') ) || status=1; \
+		( $(call pg_run,$$v,sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) && $(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "^TestCheck" ./cmd/decant && $(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e') ) || status=1; \
 	done; exit $$status
 
 test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
