@@ -62,7 +62,10 @@ pg_run = DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh up &
 
 test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18 and a hot standby of each (PG_VERSIONS; Kafka, Elasticsearch, OpenSearch must be up)
 	@status=0; for v in $(PG_VERSIONS); do \
-		( $(call pg_run,$$v,sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) && $(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "^TestCheck" ./cmd/decant && $(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e') ) || status=1; \
+		( $(call pg_run,$$v,sh -c 'r=0; bash e2e/infra/pg.sh standby-up || exit 1; \
+			$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) || r=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "^TestCheck" ./cmd/decant || r=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e || r=1; exit $$r') ) || status=1; \
 	done; exit $$status
 
 test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
