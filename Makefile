@@ -7,7 +7,23 @@ E2E_TIMEOUT ?= 25m
 
 export DECANT_INFRA_DIR ?= /tmp/decant-infra
 
-.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream bench-index bench-backfill bench-docs bench-peers test-heavy chaos fuzz vet clean help
+.PHONY: all build test unit e2e infra-up infra-down infra-status demo bench bench-stream bench-index bench-backfill bench-docs bench-peers test-heavy chaos fuzz vet clean help test-pg test-pg-drift
+
+# make test-pg runs these suites against each of PG_VERSIONS (e2e/infra/pg.sh
+# starts each version on its own port, 554<major>, and stops it after):
+# the whole streamer package (value fidelity against to_jsonb, snapshot with
+# concurrent writes, kill -9, streamed large transactions, schema changes),
+# the mappings' SQL against the server, decant check, and the resolver's
+# differential and kill -9 suites; with a hot standby of each (pg.sh
+# standby-up, port 555<major>), the streamer, decant check and the
+# differential test also run on it. make test runs the drift suite (PG_DRIFT_RUN: the
+# streamer's fidelity, protocol and snapshot tests, about a minute) on
+# PG_DRIFT_VERSION after the e2e tests on 15.
+PG_VERSIONS ?= 16 17 18
+PG_PACKAGES ?= ./streamer ./mappings
+PG_E2E_RUN ?= ^TestResolver(Differential|DifferentialOnStandby|KillNine)$$
+PG_DRIFT_VERSION ?= 18
+PG_DRIFT_RUN ?= ^Test(EncodeMatchesToJSONB|EncodeHstoreMatchesToJSONB|StreamedValuesEqualToJSONB|TypesLoad|SnapshotThenStream|SnapshotColumnsAsPublished|PrimaryKeyUpdateTruncateAndToast|SchemaChangesWhileStreaming|StreamedInProgressTransactions)$$
 
 all: build
 
@@ -31,8 +47,29 @@ test: ## unit tests + start servers + e2e tests + stop servers
 	$(MAKE) --no-print-directory vet unit || exit $$?; \
 	$(MAKE) --no-print-directory infra-up || { $(MAKE) --no-print-directory infra-down; exit 1; }; \
 	$(MAKE) --no-print-directory e2e || status=$$?; \
+	$(MAKE) --no-print-directory test-pg-drift || status=1; \
 	$(MAKE) --no-print-directory infra-down; \
 	exit $$status
+
+# pg_run VERSION COMMAND: start PostgreSQL VERSION, run COMMAND against it
+# (DECANT_PG_VERSION and DECANT_PG_PORT set, DECANT_TEST_PG_DSN unset, so
+# testenv follows them), print how long it took, stop the server.
+pg_run = DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh up && { \
+	start=$$SECONDS; rc=0; \
+	env -u DECANT_TEST_PG_DSN DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) $(2) || rc=1; \
+	echo "PostgreSQL $(1): $$((SECONDS - start))s, $$( [ $$rc = 0 ] && echo passed || echo FAILED )"; \
+	DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh down; exit $$rc; }
+
+test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18 and a hot standby of each (PG_VERSIONS; Kafka, Elasticsearch, OpenSearch must be up)
+	@status=0; for v in $(PG_VERSIONS); do \
+		( $(call pg_run,$$v,sh -c 'r=0; bash e2e/infra/pg.sh standby-up || exit 1; \
+			$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) || r=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "^TestCheck" ./cmd/decant || r=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e || r=1; exit $$r') ) || status=1; \
+	done; exit $$status
+
+test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
+	@$(call pg_run,$(PG_DRIFT_VERSION),$(GO) test $(GOTEST_FLAGS) -timeout 10m -run '$(PG_DRIFT_RUN)' ./streamer)
 
 e2e: ## tests against running servers (make infra-up first)
 	$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) ./...

@@ -399,16 +399,38 @@ func TestResolverDifferentialBothEngines(t *testing.T) {
 	resDifferential(t, 10000, "elasticsearch", "opensearch")
 }
 
+// TestResolverDifferentialOnStandby is acceptance 2 of issue 16: the
+// streamer, map and build stages all read a hot standby (PostgreSQL 16+)
+// while the workload writes to the primary; documents equal the oracle
+// run on the primary, and versions never go back. It runs where a standby
+// is configured (make test-pg starts one; testenv.Standby), at a quarter of
+// the operations.
+func TestResolverDifferentialOnStandby(t *testing.T) {
+	if testenv.PGStandbyDSN() == "" {
+		t.Skip("needs a hot standby of PostgreSQL 16+: DECANT_PG_VERSION=16|17|18 and `bash e2e/infra/pg.sh standby-up` (make test-pg starts one)")
+	}
+	resDifferentialOn(t, 5000, true, "elasticsearch")
+}
+
 func resDifferential(t *testing.T, defaultOps int, engines ...string) {
+	resDifferentialOn(t, defaultOps, false, engines...)
+}
+
+// resDifferentialOn is the differential test; standby runs the stages on
+// a hot standby of the database (useStandby).
+func resDifferentialOn(t *testing.T, defaultOps int, standby bool, engines ...string) {
 	ops := resSize("DECANT_RESOLVER_OPS", defaultOps, 100000)
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("DECANT_RESOLVER_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations, search engines %v", seed, ops, engines)
+	t.Logf("seed %d (DECANT_RESOLVER_SEED), %d operations, search engines %v, on a standby: %v", seed, ops, engines, standby)
 	e := newResEnvOn(t, resShopSchema, resShopMapping, engines...)
 	ctx := testenv.Ctx(t)
 	resSeed(t, e, 100)
+	if standby {
+		e.useStandby()
+	}
 	e.startStreamer()
 	e.startMapper("map")
 	e.startBuilder("build")

@@ -52,6 +52,12 @@ type resEnv struct {
 	// stages run as child processes (startChild).
 	mapping string
 
+	// streamDSN is the database the in-process streamer reads, slotDB
+	// where its slot lives: the test's database, or its hot standby
+	// (useStandby).
+	streamDSN string
+	slotDB    *pgxpool.Pool
+
 	mu        sync.Mutex
 	procs     map[string]*resProc
 	childLogs string // directory of child stage logs (logDir)
@@ -125,7 +131,8 @@ func newResEnvOn(t *testing.T, schemaSQL, mappingYAML string, engines ...string)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	kopts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
-	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + testenv.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{}}
+	e := &resEnv{t: t, pg: pg, k: k, es: es, model: model, pool: pool, slot: "s_" + testenv.Suffix(), log: log, mapping: mappingYAML, procs: map[string]*resProc{},
+		streamDSN: pg.DSN, slotDB: pg.Pool}
 	e.cfg = resolver.Config{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, BatchSize: 200, Logger: log}
 	e.kafka, err = indexer.NewKafkaSink(indexer.KafkaSinkConfig{Kafka: kopts, TopicPrefix: k.Prefix, Partitions: 3, Logger: log})
 	if err != nil {
@@ -154,6 +161,52 @@ func newResEnvOn(t *testing.T, schemaSQL, mappingYAML string, engines ...string)
 	e.sink = sinks
 	t.Cleanup(e.stopAll)
 	return e
+}
+
+// useStandby moves the in-process streamer, map and build stages to a hot
+// standby of the test's database (PostgreSQL 16+, testenv.Standby); the
+// workload still writes to the primary, where the publication is created
+// first (a standby is read-only). The primary logs a standby snapshot
+// every 200ms so that the standby can create the slot without waiting for
+// the next one PostgreSQL writes by itself (every 15 s, if the primary is
+// busy). Call it before starting any stage.
+func (e *resEnv) useStandby() {
+	t := e.t
+	var tables []string
+	for _, tn := range e.model.Tables() {
+		tables = append(tables, tn.Sanitize())
+	}
+	e.pg.Exec(t, "CREATE PUBLICATION decant FOR TABLE "+strings.Join(tables, ", "))
+	dsn := testenv.Standby(t, e.pg)
+	ctx, cancel := context.WithCancel(context.Background())
+	pool, err := resolver.NewPool(ctx, dsn, "decant-test", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotDB, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ctx.Err() == nil {
+			_, _ = e.pg.Pool.Exec(ctx, `SELECT pg_log_standby_snapshot()`)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	e.pool, e.slotDB, e.streamDSN = pool, slotDB, dsn
+	// The slot lives on the standby, where testenv.Postgres's cleanup does
+	// not look: stop the stages, then drop it.
+	t.Cleanup(func() {
+		e.stopAll()
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		if _, err := slotDB.Exec(dctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, e.slot); err != nil {
+			t.Logf("drop slot %s on the standby: %v", e.slot, err)
+		}
+		cancel()
+		slotDB.Close()
+		pool.Close()
+	})
 }
 
 // start runs a stage under name until stop(name) or the end of the test.
@@ -208,7 +261,7 @@ func (e *resEnv) startStreamer() {
 		tables = append(tables, tn.String())
 	}
 	s, err := streamer.New(streamer.Config{
-		DSN: e.pg.DSN, Publication: "decant", CreatePublication: true, Tables: tables, Slot: e.slot,
+		DSN: e.streamDSN, Publication: "decant", CreatePublication: true, Tables: tables, Slot: e.slot,
 		TopicPrefix: e.k.Prefix, Partitions: 3, Kafka: e.cfg.Kafka,
 		StatusInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second, TakeoverPoll: 500 * time.Millisecond, Logger: e.log,
 	})
@@ -259,7 +312,7 @@ func (e *resEnv) waitQuiet(timeout time.Duration) {
 	want, _ := wire.ParseLSN(target)
 	testenv.WaitFor(e.t, "the slot to confirm "+target, timeout, func() (bool, error) {
 		var s *string
-		if err := e.pg.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&s); err != nil || s == nil {
+		if err := e.slotDB.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&s); err != nil || s == nil {
 			return false, err
 		}
 		got, err := wire.ParseLSN(*s)

@@ -78,6 +78,14 @@ type CheckEnv struct {
 	// CanSelect holds the tables (and views) the user may SELECT from,
 	// USAGE on their schema included.
 	CanSelect map[TableName]bool
+
+	// ServerVersionNum is server_version_num (0: unknown).
+	ServerVersionNum int
+	// Standby: postgres.dsn points at a hot standby (pg_is_in_recovery()).
+	// Then HotStandbyFeedback and PrimarySlotName are its settings.
+	Standby            bool
+	HotStandbyFeedback string
+	PrimarySlotName    string
 }
 
 // Report is what `decant check` prints (its --json output): every
@@ -128,6 +136,9 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 		add(SeverityError, "", "ALTER SYSTEM SET wal_level = logical;  -- then restart PostgreSQL",
 			"wal_level is %s; logical replication needs wal_level = logical", env.WALLevel)
 	}
+	if env.Standby {
+		checkStandby(env, add)
+	}
 	if !env.Superuser && !env.Replication {
 		add(SeverityError, "", fmt.Sprintf("ALTER ROLE %s REPLICATION;", role),
 			"role %s may not stream changes: it lacks the REPLICATION attribute", env.User)
@@ -154,7 +165,9 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 			names[i] = t.Sanitize()
 		}
 		fix := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s;", pub, strings.Join(names, ", "))
-		if env.CreatePublication {
+		if env.Standby { // read-only: decant cannot create it there
+			add(SeverityError, "", fix+"  -- on the primary", "publication %s does not exist, and postgres.dsn is a standby, where decant cannot create it", env.Publication)
+		} else if env.CreatePublication {
 			add(SeverityWarning, "", fix, "publication %s does not exist; decant will create it for the mapped tables (postgres.create_publication), which needs ownership of them", env.Publication)
 		} else {
 			add(SeverityError, "", fix, "publication %s does not exist and postgres.create_publication is false", env.Publication)
@@ -342,6 +355,26 @@ func (m *Model) lookupColumns() []lookupIndex {
 	return out
 }
 
+// checkStandby adds the problems of decoding on a hot standby: a version
+// that cannot, and the settings without which the primary removes catalog
+// rows the standby's slot still needs (PostgreSQL then invalidates the
+// slot, and decant must snapshot again).
+func checkStandby(env CheckEnv, add func(sev Severity, table, fix, format string, a ...any)) {
+	if env.ServerVersionNum > 0 && env.ServerVersionNum < 160000 {
+		add(SeverityError, "", "point postgres.dsn at the primary, or upgrade to PostgreSQL 16+",
+			"postgres.dsn is a standby of PostgreSQL %d.%d; logical decoding on a standby needs PostgreSQL 16+", env.ServerVersionNum/10000, env.ServerVersionNum%10000/100)
+		return
+	}
+	if env.HotStandbyFeedback != "on" {
+		add(SeverityError, "", "ALTER SYSTEM SET hot_standby_feedback = on;  -- on the standby\nSELECT pg_reload_conf();",
+			"postgres.dsn is a standby with hot_standby_feedback = %s: the primary may vacuum away catalog rows the slot needs, and PostgreSQL then invalidates the slot", env.HotStandbyFeedback)
+	}
+	if env.PrimarySlotName == "" {
+		add(SeverityWarning, "", "SELECT pg_create_physical_replication_slot('decant_standby');  -- on the primary\nALTER SYSTEM SET primary_slot_name = 'decant_standby';  -- on the standby\nSELECT pg_reload_conf();",
+			"postgres.dsn is a standby without primary_slot_name: hot_standby_feedback holds the primary's catalog rows only while the standby is connected, and the primary may recycle WAL the standby has not received")
+	}
+}
+
 // CheckLive binds set to the catalog read from db, reads the server's
 // settings (ReadCheckEnv) and returns every problem Bind and Check find,
 // and the names of the aggregates that bound. publication, slot and
@@ -377,6 +410,11 @@ func ReadCheckEnv(ctx context.Context, db Querier, publication, slot string) (Ch
 	if err := row(ctx, db, `SELECT current_user::text, r.rolsuper, r.rolreplication, current_setting('wal_level'), current_database()::text
 FROM pg_roles r WHERE r.rolname = current_user`, nil,
 		&env.User, &env.Superuser, &env.Replication, &env.WALLevel, &env.Database); err != nil {
+		return wrap(err)
+	}
+	if err := row(ctx, db, `SELECT current_setting('server_version_num')::int, pg_is_in_recovery(),
+       current_setting('hot_standby_feedback'), coalesce(current_setting('primary_slot_name', true), '')`, nil,
+		&env.ServerVersionNum, &env.Standby, &env.HotStandbyFeedback, &env.PrimarySlotName); err != nil {
 		return wrap(err)
 	}
 	var ins, upd, del, trunc bool

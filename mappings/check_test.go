@@ -59,3 +59,55 @@ func TestBindProblems(t *testing.T) {
 		t.Errorf("%+v", ps)
 	}
 }
+
+// TestCheckStandby: postgres.dsn may be a hot standby (issue 16): decant
+// check refuses one before PostgreSQL 16, requires hot_standby_feedback,
+// warns without a physical slot to the primary, and cannot leave a missing
+// publication for decant to create (a standby is read-only).
+func TestCheckStandby(t *testing.T) {
+	cat := testCatalog(t, shopCatalog)
+	m := mustBind(t, cat, productExample)
+	base := CheckEnv{User: "decant", Replication: true, WALLevel: "logical", Publication: "decant", PublicationExists: true,
+		PublicationActions: []string{"delete", "insert", "truncate", "update"}, Slot: "decant"}
+	for _, tb := range cat.Tables {
+		base.PublicationTables = append(base.PublicationTables, tb.Name)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*CheckEnv)
+		want []string // substrings of the standby problems, in order
+	}{
+		{"primary", func(e *CheckEnv) { e.ServerVersionNum = 150004 }, nil},
+		{"standby of 15", func(e *CheckEnv) { e.ServerVersionNum, e.Standby = 150004, true },
+			[]string{"error: postgres.dsn is a standby of PostgreSQL 15.0; logical decoding on a standby needs PostgreSQL 16+"}},
+		{"standby of 16, no feedback, no slot", func(e *CheckEnv) { e.ServerVersionNum, e.Standby, e.HotStandbyFeedback = 160010, true, "off" },
+			[]string{"error: postgres.dsn is a standby with hot_standby_feedback = off", "warning: postgres.dsn is a standby without primary_slot_name"}},
+		{"standby of 18, set up", func(e *CheckEnv) {
+			e.ServerVersionNum, e.Standby, e.HotStandbyFeedback, e.PrimarySlotName = 180006, true, "on", "decant_standby"
+		}, nil},
+		{"standby without the publication", func(e *CheckEnv) {
+			e.ServerVersionNum, e.Standby, e.HotStandbyFeedback, e.PrimarySlotName = 170006, true, "on", "decant_standby"
+			e.PublicationExists, e.CreatePublication = false, true
+		}, []string{"error: publication decant does not exist, and postgres.dsn is a standby, where decant cannot create it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := base
+			tc.edit(&env)
+			var got []string
+			for _, p := range Check(m, cat, env) {
+				s := p.String()
+				if strings.Contains(s, "standby") || strings.Contains(s, "publication decant does not exist") {
+					got = append(got, s)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("standby problems:\n%s\nwant %d: %q", strings.Join(got, "\n"), len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -27,6 +27,10 @@ type snapshot struct {
 	lsn uint64
 }
 
+// walLSNSQL reads the WAL position builds are versioned with:
+// pg_current_wal_lsn(), or on a hot standby the replayed position.
+const walLSNSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text`
+
 // openSnapshot reads pg_current_wal_lsn() (one statement), then begins a
 // REPEATABLE READ transaction whose first statement takes the snapshot and
 // reads its xmax, and checks that every xid is visible in it. When some
@@ -35,11 +39,17 @@ type snapshot struct {
 // before the snapshot is taken, a build that starts later gets a version
 // at least as high and a snapshot that sees at least as much: versions
 // order builds the way their snapshots are ordered.
+//
+// On a hot standby (16+) the position is pg_last_wal_replay_lsn(): a
+// snapshot taken after it sees every transaction whose commit was replayed
+// by then, the same LSN space as the primary's, and never ahead of what
+// the primary's pg_current_wal_lsn() gives later, so builds on the primary
+// and on its standbys order the same way (walLSNSQL).
 func openSnapshot(ctx context.Context, conn *pgxpool.Conn, xids []uint32, timeout time.Duration) (*snapshot, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		var lsnText string
-		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsnText); err != nil {
+		if err := conn.QueryRow(ctx, walLSNSQL).Scan(&lsnText); err != nil {
 			return nil, fmt.Errorf("read pg_current_wal_lsn(): %w", err)
 		}
 		lsn, err := wire.ParseLSN(lsnText)

@@ -4,26 +4,60 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 )
 
-// encAllTypesSQL reads the schema and rows of the table of all types.
+// encAllTypesSQL reads the schema and rows of the table of all types. A
+// server built without libxml (the PostgreSQL 18 wheel of e2e/infra/pg.sh)
+// cannot even parse an xml value, so there the xml column is text: the
+// other ~70 types are still compared, and the test says what it left out.
 func encAllTypesSQL(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/encode/alltypes.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	sql := string(b)
+	if !encServerHasLibxml(t) {
+		t.Log("the server is built without libxml: c_xml is a text column here")
+		sql = strings.Replace(sql, "c_xml xml,", "c_xml text,", 1)
+	}
+	return sql
+}
+
+// encServerHasLibxml reports whether the test server can parse xml; it
+// fails the test on any other error.
+func encServerHasLibxml(t testing.TB) bool {
+	t.Helper()
+	testenv.Integration(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testenv.PGAdminDSN())
+	if err != nil {
+		return true // testenv.Postgres reports the missing server
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, `SELECT '<r/>'::xml`)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "0A000" { // feature_not_supported: built without libxml
+		return false
+	}
+	if err != nil {
+		t.Fatalf("probe xml support: %v", err)
+	}
+	return true
 }
 
 // encSessionParams are the settings of the replication connection, under

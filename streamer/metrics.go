@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		rows:           metric.CounterVec("decant_streamer_rows_total", "Row change events written to raw topics, by table and op.", "table", "op"),
 		bytes:          metric.Counter("decant_streamer_bytes_total", "Bytes of raw change events written (keys and values)."),
-		slotLag:        metric.Gauge("decant_streamer_slot_lag_bytes", "pg_current_wal_lsn() minus the slot's confirmed_flush_lsn."),
+		slotLag:        metric.Gauge("decant_streamer_slot_lag_bytes", "pg_current_wal_lsn() (on a standby pg_last_wal_replay_lsn()) minus the slot's confirmed_flush_lsn."),
 		lastCommit:     metric.Gauge("decant_streamer_last_commit_timestamp_seconds", "Commit time of the last transaction seen (unix seconds)."),
 		produceLatency: metric.Seconds("decant_streamer_produce_latency_seconds", "Time from handing a record to the producer to Kafka's acknowledgement.", 14),
 		confirmedLSN:   metric.Gauge("decant_streamer_confirmed_lsn", "LSN (as a number) confirmed to the slot: every change before it is in Kafka."),

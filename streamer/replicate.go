@@ -388,7 +388,8 @@ func (st *streamState) streamRelation(ctx context.Context, data []byte) {
 			pk = append(pk, g.cols[i].Name)
 		}
 	} else {
-		cols, cpk, _, err := tableColumns(ctx, st.pool, m.RelationID)
+		all, cpk, generated, err := tableColumns(ctx, st.pool, m.RelationID)
+		cols, _ := publishedColumns(all, generated, nil, false)
 		if err != nil || !sameColumns(cols, m.Columns) || !identityIsKey(m.Columns, cpk) {
 			return
 		}
@@ -510,11 +511,14 @@ func (st *streamState) change(ctx context.Context, walStart uint64, relID uint32
 	return nil
 }
 
-// heartbeat keeps an idle slot moving and samples slot lag.
+// heartbeat keeps an idle slot moving and samples slot lag. On a hot
+// standby (16+) lag is measured from the replayed WAL, and there is no
+// heartbeat: a standby cannot write WAL; the primary's activity (or its
+// pg_log_standby_snapshot()) moves the slot.
 func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
 	tick := time.NewTicker(max(s.cfg.HeartbeatInterval/2, time.Second))
 	defer tick.Stop()
-	warned := false
+	warned, standbyLogged := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -522,10 +526,16 @@ func (s *Streamer) heartbeat(ctx context.Context, pool *pgxpool.Pool) {
 		case <-tick.C:
 		}
 		var lag *int64
-		if err := pool.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&lag); err == nil && lag != nil {
+		var standby bool
+		if err := pool.QueryRow(ctx, `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END - confirmed_flush_lsn)::int8, pg_is_in_recovery()
+FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&lag, &standby); err == nil && lag != nil {
 			s.met.slotLag.Set(float64(*lag))
 		}
-		if s.cfg.HeartbeatInterval <= 0 || time.Since(time.Unix(0, s.lastMsg.Load())) < s.cfg.HeartbeatInterval {
+		if standby && s.cfg.HeartbeatInterval > 0 && !standbyLogged {
+			s.log.Info("streaming from a hot standby: no heartbeat (a standby cannot write WAL); the primary's activity moves the slot")
+			standbyLogged = true
+		}
+		if standby || s.cfg.HeartbeatInterval <= 0 || time.Since(time.Unix(0, s.lastMsg.Load())) < s.cfg.HeartbeatInterval {
 			continue
 		}
 		if _, err := pool.Exec(ctx, `SELECT pg_logical_emit_message(false, 'decant.heartbeat', '')`); err != nil && ctx.Err() == nil && !warned {

@@ -16,8 +16,9 @@ import (
 	"github.com/decant-cdc/decant/wire"
 )
 
-// tableColumns reads a table's live columns and primary key from the catalog.
-func tableColumns(ctx context.Context, db querier, relid uint32) (cols []pglogrepl.RelationMessageColumn, pk []string, generated []string, err error) {
+// tableColumns reads a table's live columns in attnum order, which of them
+// are generated, and its primary key from the catalog.
+func tableColumns(ctx context.Context, db querier, relid uint32) (cols []pglogrepl.RelationMessageColumn, pk []string, generated map[string]bool, err error) {
 	rows, err := db.Query(ctx, `
 SELECT a.attname, a.atttypid, a.attgenerated <> '',
        coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0)
@@ -43,8 +44,10 @@ ORDER BY a.attnum`, relid)
 			return nil, nil, nil, err
 		}
 		if gen {
-			generated = append(generated, name)
-			continue
+			if generated == nil {
+				generated = map[string]bool{}
+			}
+			generated[name] = true
 		}
 		cols = append(cols, pglogrepl.RelationMessageColumn{Name: name, DataType: typ})
 		if pos > 0 {
@@ -62,6 +65,33 @@ ORDER BY a.attnum`, relid)
 		}
 	}
 	return cols, pk, generated, nil
+}
+
+// publishedColumns splits a table's columns (tableColumns) into those
+// pgoutput sends, in attnum order as in its relation messages, and the
+// names of the others. published is the table's pg_publication_tables.attnames
+// (PostgreSQL 15+, nil before), which leaves out the columns outside a
+// publication's column list. Generated columns are never sent before 18
+// (where 15 still lists them in attnames); from 18 on attnames lists
+// exactly the stored generated columns a publication publishes
+// (publish_generated_columns = stored, or named in its column list), so
+// gen18 (a server of 18+) trusts it for them.
+func publishedColumns(cols []pglogrepl.RelationMessageColumn, generated map[string]bool, published []string, gen18 bool) (keep []pglogrepl.RelationMessageColumn, drop []string) {
+	var listed map[string]bool
+	if published != nil {
+		listed = make(map[string]bool, len(published))
+		for _, n := range published {
+			listed[n] = true
+		}
+	}
+	for _, c := range cols {
+		if (listed == nil || listed[c.Name]) && (!generated[c.Name] || gen18 && listed != nil) {
+			keep = append(keep, c)
+		} else {
+			drop = append(drop, c.Name)
+		}
+	}
+	return keep, drop
 }
 
 // loadRelation turns a pgoutput relation message into a relation: primary
@@ -114,10 +144,15 @@ func (s *Streamer) snapshot(ctx context.Context, pool *pgxpool.Pool, snapshotNam
 		schema, table string
 		pages         int64
 		rowsPerPage   float64
+		published     []string // pg_publication_tables.attnames; nil before 15
+		gen18         bool     // the server publishes generated columns on request (18+)
 	}
+	// attnames (15+) is read through to_jsonb so that the query also runs
+	// on 13 and 14, which do not have it.
 	rows, err := tx.Query(ctx, `
 SELECT c.oid, n.nspname, c.relname, pg_relation_size(c.oid) / current_setting('block_size')::int8,
-       CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 50 END
+       CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 50 END,
+       (to_jsonb(pt) -> 'attnames')::text, current_setting('server_version_num')::int >= 180000
 FROM pg_publication_tables pt
 JOIN pg_namespace n ON n.nspname = pt.schemaname
 JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
@@ -127,7 +162,16 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	}
 	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tbl, error) {
 		var t tbl
-		return t, r.Scan(&t.oid, &t.schema, &t.table, &t.pages, &t.rowsPerPage)
+		var attnames *string
+		if err := r.Scan(&t.oid, &t.schema, &t.table, &t.pages, &t.rowsPerPage, &attnames, &t.gen18); err != nil {
+			return t, err
+		}
+		if attnames != nil && *attnames != "null" {
+			if err := json.Unmarshal([]byte(*attnames), &t.published); err != nil {
+				return t, fmt.Errorf("columns of %s.%s: %w", t.schema, t.table, err)
+			}
+		}
+		return t, nil
 	})
 	if err != nil {
 		return fmt.Errorf("list published tables: %w", err)
@@ -139,10 +183,11 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	var total int64
 	prior := map[string]map[int32]int64{} // topic → partitions holding an earlier image (see sweep)
 	for _, t := range tables {
-		cols, pk, generated, err := tableColumns(ctx, tx, t.oid)
+		all, pk, generated, err := tableColumns(ctx, tx, t.oid)
 		if err != nil {
 			return err
 		}
+		cols, unpublished := publishedColumns(all, generated, t.published, t.gen18)
 		rm := &pglogrepl.RelationMessage{RelationID: t.oid, Namespace: t.schema, RelationName: t.table, Columns: make([]*pglogrepl.RelationMessageColumn, len(cols))}
 		for i := range cols {
 			rm.Columns[i] = &cols[i]
@@ -159,7 +204,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		} else if len(p) > 0 {
 			prior[r.topic] = p
 		}
-		n, err := s.snapshotTable(ctx, tx, enc, r, generated, t.pages, t.rowsPerPage, cp, mark)
+		n, err := s.snapshotTable(ctx, tx, enc, r, unpublished, t.pages, t.rowsPerPage, cp, mark)
 		if err != nil {
 			return fmt.Errorf("table %s.%s: %w", t.schema, t.table, err)
 		}
@@ -189,14 +234,14 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	return nil
 }
 
-func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r *relation, generated []string, pages int64, rowsPerPage float64, cp uint64, mark *txnMark) (int64, error) {
+func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r *relation, unpublished []string, pages int64, rowsPerPage float64, cp uint64, mark *txnMark) (int64, error) {
 	keyCols := make([]string, len(r.key))
 	for i, ki := range r.key {
 		keyCols[i] = "to_jsonb(t." + pgx.Identifier{r.cols[ki].Name}.Sanitize() + ")"
 	}
 	rowExpr := "to_jsonb(t)"
-	for _, g := range generated { // pgoutput does not send generated columns
-		rowExpr += " - " + quoteLiteral(g)
+	for _, c := range unpublished { // the row as pgoutput sends it (publishedColumns)
+		rowExpr += " - " + quoteLiteral(c)
 	}
 	base := "SELECT " + rowExpr + ", " + strings.Join(keyCols, ", ") + " FROM " + pgx.Identifier{r.schema, r.table}.Sanitize() + " t"
 	chunk := max(int64(float64(s.cfg.SnapshotChunkRows)/max(rowsPerPage, 1)), 1)

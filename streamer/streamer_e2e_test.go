@@ -34,13 +34,18 @@ func newEnv(t testing.TB, setupSQL string) *env {
 	if setupSQL != "" {
 		pg.Exec(t, setupSQL)
 	}
-	e := &env{t: t, pg: pg, k: k, cfg: Config{
+	return &env{t: t, pg: pg, k: k, cfg: newEnvConfig(pg, k)}
+}
+
+// newEnvConfig is the streamer config of a test: publication "decant"
+// (created FOR ALL TABLES unless the test created it), a fresh slot.
+func newEnvConfig(pg *testenv.PG, k *testenv.KafkaEnv) Config {
+	return Config{
 		DSN: pg.DSN, Publication: "decant", CreatePublication: true, Slot: "s_" + testenv.Suffix(),
 		TopicPrefix: k.Prefix, Partitions: 1, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)},
 		StatusInterval: 200 * time.Millisecond, HeartbeatInterval: time.Second, TakeoverPoll: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}}
-	return e
+	}
 }
 
 // start runs a streamer until the test ends (or stop is called).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -73,6 +74,13 @@ func TestStreamedInProgressTransactions(t *testing.T) {
 	exec(`COMMIT`)
 	exec(`BEGIN`)
 	exec(`INSERT INTO s SELECT g, 'aborted big ' || ` + pad + `, 0 FROM generate_series(200001, 210000) g`)
+	// Roll back only once PostgreSQL has streamed part of it: from 18 on,
+	// a transaction the reorder buffer already knows aborted when it
+	// exceeds logical_decoding_work_mem is discarded, not streamed, and
+	// the abort of a streamed transaction would go untested.
+	testenv.WaitFor(t, "PostgreSQL to stream the transaction to be aborted", time.Minute, func() (bool, error) {
+		return gatherCounter(t, reg, "decant_streamer_spooled_transactions_total") >= 2, nil
+	})
 	exec(`ROLLBACK`)
 	e.pg.Exec(t, `INSERT INTO s VALUES (100002, 'after', 0, 1)`)
 	e.waitCaughtUp(2 * time.Minute)

@@ -77,7 +77,7 @@ func (t *Tracker) slotStatus(ctx context.Context, s *SlotStatus) (maxKeep string
 	var lag *int64
 	var lagSecs *float64
 	err = t.db.QueryRow(ctx, `
-SELECT s.active, s.confirmed_flush_lsn::text, (pg_current_wal_lsn() - s.confirmed_flush_lsn)::int8,
+SELECT s.active, s.confirmed_flush_lsn::text, (`+walLSN+` - s.confirmed_flush_lsn)::int8,
        s.wal_status, s.safe_wal_size,
        (SELECT extract(epoch FROM max(r.flush_lag)) FROM pg_stat_replication r WHERE r.pid = s.active_pid),
        current_setting('max_slot_wal_keep_size')
@@ -127,7 +127,7 @@ func SlotLagGauge(db Querier, slot string) prometheus.Collector {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var lag *int64
-			if err := db.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag); err != nil || lag == nil {
+			if err := db.QueryRow(ctx, `SELECT (`+walLSN+` - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag); err != nil || lag == nil {
 				return -1
 			}
 			return float64(*lag)

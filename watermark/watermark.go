@@ -161,12 +161,19 @@ func (t *Tracker) SnapshotComplete(ctx context.Context) (bool, error) {
 	return t.snapshotDone(ctx)
 }
 
-// SlotLSN returns the slot's confirmed_flush_lsn and the server's current WAL LSN.
+// walLSN is the server's WAL position: pg_current_wal_lsn(), or on a hot
+// standby (16+, where pg_current_wal_lsn() fails) the replayed position,
+// in the primary's LSN space, so read-your-writes LSNs taken on the
+// primary compare with a standby slot's confirmed position.
+const walLSN = `(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)`
+
+// SlotLSN returns the slot's confirmed_flush_lsn and the server's current
+// WAL LSN (walLSN).
 func (t *Tracker) SlotLSN(ctx context.Context) (confirmed, current uint64, err error) {
 	t.queries.Add(1)
 	var c *string
 	var cur string
-	err = t.db.QueryRow(ctx, `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1), pg_current_wal_lsn()::text`, t.cfg.Slot).Scan(&c, &cur)
+	err = t.db.QueryRow(ctx, `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1), `+walLSN+`::text`, t.cfg.Slot).Scan(&c, &cur)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read slot %s: %w", t.cfg.Slot, err)
 	}

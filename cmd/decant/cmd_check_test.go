@@ -145,6 +145,26 @@ CREATE PUBLICATION decant FOR ALL TABLES`)
 	}
 }
 
+// TestCheckOnStandby: decant check against a hot standby (PostgreSQL 16+,
+// issue 16) reads its settings there; the standby e2e/infra/pg.sh starts
+// (hot_standby_feedback on, primary_slot_name set) passes. The problems of
+// a wrong standby are in mappings.TestCheckStandby.
+func TestCheckOnStandby(t *testing.T) {
+	pg := testenv.Postgres(t)
+	pg.Exec(t, shopSQL(t))
+	pg.Exec(t, `ALTER TABLE orders REPLICA IDENTITY FULL;
+ALTER TABLE order_lines REPLICA IDENTITY FULL;
+CREATE PUBLICATION decant FOR ALL TABLES`)
+	cfg := writeConfig(t, testenv.Standby(t, pg), true, map[string]string{"shop.yaml": productExample})
+	code, out, errOut := runCmd(t, "check", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "ok: 1 aggregate(s) checked") || strings.Contains(out, "standby") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
 // Acceptance 4: init on a schema with all relation kinds writes a mapping
 // that passes check and whose documents build.
 func TestInitThenCheckAndBuild(t *testing.T) {

@@ -10,7 +10,15 @@ REPO_ROOT="$(cd "$INFRA_SRC/../.." && pwd)"
 
 : "${DECANT_INFRA_DIR:=/tmp/decant-infra}"        # logs/, pids/, data/
 : "${DECANT_CACHE_DIR:=$REPO_ROOT/.cache}"        # resolved jars (git-ignored)
-: "${DECANT_PG_PORT:=55432}"
+# PostgreSQL major version of pg.sh: 15 (Debian, default) or 16, 17, 18
+# (from Maven/PyPI bundles); each major has its own default port, data
+# directory, log and pid file, so several run side by side.
+: "${DECANT_PG_VERSION:=15}"
+case "$DECANT_PG_VERSION" in
+  15) : "${DECANT_PG_PORT:=55432}" ;;
+  16|17|18) : "${DECANT_PG_PORT:=554$DECANT_PG_VERSION}" ;;
+  *) printf '[infra] ERROR: DECANT_PG_VERSION must be 15, 16, 17 or 18, got %s\n' "$DECANT_PG_VERSION" >&2; exit 2 ;;
+esac
 : "${DECANT_KAFKA_PORT:=59092}"
 : "${DECANT_KAFKA_CONTROLLER_PORT:=59093}"
 : "${DECANT_KAFKA_SASL_PORT:=59094}"              # SASL_SSL + SCRAM-SHA-512 listener (TLS tests)

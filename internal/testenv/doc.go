@@ -20,6 +20,12 @@
 // addresses come from the environment:
 //
 //	DECANT_TEST_PG_DSN        default postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable
+//	DECANT_PG_VERSION         15 (default), 16, 17 or 18: without DECANT_TEST_PG_DSN the
+//	                          port is 554<major> (55416…), as e2e/infra/pg.sh starts it,
+//	                          and testenv.Postgres fails when the server is another major
+//	DECANT_PG_PORT            the port, when the server is not on its version's default
+//	DECANT_TEST_PG_STANDBY_DSN the hot standby of Standby; default port 555<major>
+//	                          (DECANT_PG_STANDBY_PORT) on 16+, none on 15
 //	DECANT_TEST_KAFKA_BROKERS default 127.0.0.1:59092
 //	DECANT_TEST_ES_URL        default http://127.0.0.1:59200
 //	DECANT_TEST_OS_URL        default http://127.0.0.1:59201 (OpenSearch, OSURL)

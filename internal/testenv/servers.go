@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +32,45 @@ func env(name, def string) string {
 	return def
 }
 
-// PGAdminDSN is the DSN of the server's maintenance database.
+// PGAdminDSN is the DSN of the server's maintenance database:
+// DECANT_TEST_PG_DSN, else the server e2e/infra/pg.sh starts for
+// DECANT_PG_VERSION (15: port 55432, 16–18: port 554<major>) on
+// DECANT_PG_PORT when that is set.
 func PGAdminDSN() string {
-	return env("DECANT_TEST_PG_DSN", "postgres://postgres@127.0.0.1:55432/postgres?sslmode=disable")
+	if dsn := os.Getenv("DECANT_TEST_PG_DSN"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:" + PGPort(os.Getenv("DECANT_PG_VERSION"), os.Getenv("DECANT_PG_PORT")) + "/postgres?sslmode=disable"
+}
+
+// PGPort is the port e2e/infra/pg.sh gives the major version (15 when
+// empty) unless port, DECANT_PG_PORT, is set; common.sh has the same rule.
+func PGPort(version, port string) string {
+	switch {
+	case port != "":
+		return port
+	case version == "" || version == "15":
+		return "55432"
+	default:
+		return "554" + version
+	}
+}
+
+// PGVersion is the PostgreSQL major the tests must run against
+// (DECANT_PG_VERSION), or 0 when any will do.
+func PGVersion() int {
+	v, _ := strconv.Atoi(os.Getenv("DECANT_PG_VERSION"))
+	return v
+}
+
+// ServerMajor returns the major version of the server conn is on
+// (server_version_num / 10000).
+func ServerMajor(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var num int
+	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&num)
+	return num / 10000, err
 }
 
 // KafkaBrokers are the test broker addresses.
@@ -117,6 +154,17 @@ func Postgres(t testing.TB) *PG {
 		unavailable(t, "PostgreSQL", err)
 	}
 	defer admin.Close(context.Background())
+	// A suite asked to run against one version must not pass against
+	// another (a stale DECANT_TEST_PG_DSN, a server on the wrong port).
+	if want := PGVersion(); want != 0 {
+		got, err := ServerMajor(ctx, admin)
+		if err != nil {
+			t.Fatalf("PostgreSQL: server version: %v", err)
+		}
+		if got != want {
+			t.Fatalf("PostgreSQL at %s is version %d, DECANT_PG_VERSION wants %d", PGAdminDSN(), got, want)
+		}
+	}
 	name := "decant_" + Suffix()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("PostgreSQL: create database %s: %v", name, err)
@@ -150,6 +198,59 @@ func Postgres(t testing.TB) *PG {
 		}
 	})
 	return p
+}
+
+// PGStandbyDSN is the DSN of the maintenance database of the hot standby
+// `e2e/infra/pg.sh standby-up` starts: DECANT_TEST_PG_STANDBY_DSN, else
+// port DECANT_PG_STANDBY_PORT or 555<major> when DECANT_PG_VERSION is 16+
+// (logical decoding on a standby needs 16); "" when there is none.
+func PGStandbyDSN() string {
+	if dsn := os.Getenv("DECANT_TEST_PG_STANDBY_DSN"); dsn != "" {
+		return dsn
+	}
+	port := os.Getenv("DECANT_PG_STANDBY_PORT")
+	if port == "" {
+		if PGVersion() < 16 {
+			return ""
+		}
+		port = "555" + strconv.Itoa(PGVersion())
+	}
+	return "postgres://postgres@127.0.0.1:" + port + "/postgres?sslmode=disable"
+}
+
+// Standby returns the DSN of pg's database on the hot standby, once the
+// standby has replayed everything the primary had written when it was
+// called. It skips the test when no standby is configured (PGStandbyDSN)
+// and, like Postgres, fails (CI) or skips when the standby is unreachable.
+func Standby(t testing.TB, pg *PG) string {
+	t.Helper()
+	admin := PGStandbyDSN()
+	if admin == "" {
+		t.Skip("needs a hot standby of PostgreSQL 16+: DECANT_PG_VERSION=16|17|18 and `bash e2e/infra/pg.sh standby-up` (make test-pg starts one)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var target string
+	if err := pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		t.Fatalf("PostgreSQL primary: %v", err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("standby DSN: %v", err)
+	}
+	u.Path = "/" + pg.Name
+	dsn := u.String()
+	c, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		unavailable(t, "PostgreSQL standby", err)
+	}
+	defer c.Close(context.Background())
+	WaitFor(t, "the standby to replay the primary's WAL up to "+target, time.Minute, func() (bool, error) {
+		var ok bool
+		err := c.QueryRow(ctx, `SELECT pg_is_in_recovery() AND pg_last_wal_replay_lsn() >= $1::pg_lsn`, target).Scan(&ok)
+		return ok, err
+	})
+	return dsn
 }
 
 // KafkaEnv is a topic prefix and a client for one test.
