@@ -84,7 +84,7 @@ type Stage struct {
 	// rather than process it.
 	Lag        *int64                    `json:"lag"`
 	LagUnit    string                    `json:"lag_unit,omitempty"`
-	LagSeconds *float64                  `json:"lag_seconds,omitempty"` // slot only: the walsender's flush lag
+	LagSeconds *float64                  `json:"lag_seconds,omitempty"` // slot: the walsender's flush lag; map, build: the age of the oldest record not committed
 	Rate       float64                   `json:"rate"`                  // over the last 5 s
 	RateUnit   string                    `json:"rate_unit"`
 	CaughtUp   bool                      `json:"caught_up"`
@@ -330,6 +330,21 @@ func figures(pos *watermark.Positions) map[string]figure {
 }
 
 // rate is stage id's counter per second from a to b.
+// behindSeconds is how old, at at, the oldest record of ts that its group
+// has not committed is (0 when none is known).
+func behindSeconds(at time.Time, ts []watermark.TopicPosition) float64 {
+	var oldest time.Time
+	for _, t := range ts {
+		if !t.Oldest.IsZero() && (oldest.IsZero() || t.Oldest.Before(oldest)) {
+			oldest = t.Oldest
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(0, at.Sub(oldest).Seconds())
+}
+
 func rate(a, b *watermark.Positions, id string) float64 {
 	dt := b.At.Sub(a.At).Seconds()
 	d := figures(b)[id].counter - figures(a)[id].counter
@@ -377,6 +392,9 @@ func (o *Server) pipelineView(since int64) *Pipeline {
 		state = "INACTIVE"
 	}
 	slotSecs := pos.Slot.LagSeconds
+	// How far behind in time map and build are: the age of the oldest
+	// record they have not committed (read every few seconds).
+	behind := func(ts []watermark.TopicPosition) *float64 { secs := behindSeconds(pos.At, ts); return &secs }
 	mapPos, buildPos := "behind", "behind"
 	if f["map"].lag == 0 {
 		mapPos = pos.Slot.ConfirmedLSN
@@ -391,11 +409,11 @@ func (o *Server) pipelineView(since int64) *Pipeline {
 		{ID: "raw", Name: "raw topics", Detail: plural(len(pos.Raw), "topic"), Position: topics(pos.Raw),
 			RateUnit: "records/s", Topics: pos.Raw},
 		{ID: "map", Name: "map", Detail: "raw changes → refs", Position: mapPos, Lag: lag("map"), LagUnit: "records",
-			RateUnit: "records/s", CaughtUp: f["map"].lag == 0},
+			LagSeconds: behind(pos.Raw), RateUnit: "records/s", CaughtUp: f["map"].lag == 0},
 		{ID: "refs", Name: "refs topics", Detail: plural(len(pos.Refs), "topic"), Position: topics(pos.Refs),
 			RateUnit: "refs/s", Topics: pos.Refs},
 		{ID: "build", Name: "build", Detail: "refs → documents", Position: buildPos, Lag: lag("build"), LagUnit: "records",
-			RateUnit: "refs/s", CaughtUp: f["build"].lag == 0 && f["map"].lag == 0},
+			LagSeconds: behind(pos.Refs), RateUnit: "refs/s", CaughtUp: f["build"].lag == 0 && f["map"].lag == 0},
 		{ID: "agg", Name: "aggregate topics / search indexes", Detail: plural(len(pos.Agg), "aggregate"),
 			Position: topics(pos.Agg), RateUnit: "documents/s", Topics: pos.Agg},
 	}

@@ -86,4 +86,12 @@ func TestPageFigures(t *testing.T) {
 	if got := rate(b, a, "raw"); got != 0 {
 		t.Errorf("rate backwards = %v, want 0", got)
 	}
+	// Lag in seconds: the oldest uncommitted record's age, over topics.
+	ts := []watermark.TopicPosition{{Oldest: at.Add(-3 * time.Second)}, {}, {Oldest: at.Add(-7 * time.Second)}}
+	if got := behindSeconds(at, ts); got != 7 {
+		t.Errorf("behind = %v s, want 7 (the oldest of the topics)", got)
+	}
+	if got := behindSeconds(at, []watermark.TopicPosition{{}}); got != 0 {
+		t.Errorf("behind with nothing pending = %v, want 0", got)
+	}
 }

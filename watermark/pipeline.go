@@ -39,6 +39,10 @@ type TopicPosition struct {
 	End       int64     `json:"end"`                 // records ever written (sum of end offsets)
 	Committed int64     `json:"committed"`           // the consuming group's committed offsets
 	Newest    time.Time `json:"newest,omitzero"`     // timestamp of the newest record, when read
+	// Oldest is the timestamp of the oldest record the group has not
+	// committed (raw and refs topics, when read): how far behind in time
+	// its stage is. Zero when it is caught up.
+	Oldest time.Time `json:"oldest,omitzero"`
 }
 
 // Lag is the records written and not yet committed by the topic's group.
@@ -56,8 +60,8 @@ func (t *Tracker) Positions(ctx context.Context, newest bool) (*Positions, error
 	}
 	p.Warnings = slotWarnings(p.Slot, maxKeep)
 	var wal string
-	if err := t.db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&wal); err != nil {
-		return nil, fmt.Errorf("read pg_current_wal_lsn(): %w", err)
+	if err := t.db.QueryRow(ctx, `SELECT `+walLSN+`::text`).Scan(&wal); err != nil {
+		return nil, fmt.Errorf("read the WAL position: %w", err)
 	}
 	p.WALLSN = wal
 	refs, aggs := t.refsTopics(), make([]string, len(t.cfg.Aggregates))
@@ -77,6 +81,7 @@ func (t *Tracker) Positions(ctx context.Context, newest bool) (*Positions, error
 		}
 	})
 	p.DLQ = sums[dlq]
+	pending := map[string]map[int32]kgo.Offset{} // partitions behind: their first record not committed
 	committed := func(group string, topics []string) map[string]int64 {
 		out := map[string]int64{}
 		offs, err := t.admin.FetchOffsetsForTopics(ctx, group, topics...)
@@ -85,8 +90,15 @@ func (t *Tracker) Positions(ctx context.Context, newest bool) (*Positions, error
 			return out
 		}
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Err == nil && o.At > 0 {
-				out[o.Topic] += o.At
+			at := max(o.At, 0)
+			if o.Err == nil {
+				out[o.Topic] += at
+			}
+			if end, ok := ends.Lookup(o.Topic, o.Partition); ok && end.Err == nil && end.Offset > at {
+				if pending[o.Topic] == nil {
+					pending[o.Topic] = map[int32]kgo.Offset{}
+				}
+				pending[o.Topic][o.Partition] = kgo.NewOffset().At(at)
 			}
 		})
 		return out
@@ -100,6 +112,13 @@ func (t *Tracker) Positions(ctx context.Context, newest bool) (*Positions, error
 		p.Agg = append(p.Agg, TopicPosition{Topic: aggs[i], Aggregate: a, End: sums[aggs[i]]})
 	}
 	if newest {
+		oldest := t.oldestPending(ctx, pending)
+		for i := range p.Raw {
+			p.Raw[i].Oldest = oldest[p.Raw[i].Topic]
+		}
+		for i := range p.Refs {
+			p.Refs[i].Oldest = oldest[p.Refs[i].Topic]
+		}
 		if ts, err := t.admin.ListMaxTimestampOffsets(ctx, aggs...); err == nil {
 			last := map[string]time.Time{}
 			ts.Each(func(o kadm.ListedOffset) {
@@ -115,6 +134,45 @@ func (t *Tracker) Positions(ctx context.Context, newest bool) (*Positions, error
 		}
 	}
 	return p, nil
+}
+
+// oldestPending reads the first uncommitted record of each partition that
+// is behind and returns, per topic, the oldest of their timestamps. A
+// partition whose record does not come within 2 s is left out.
+func (t *Tracker) oldestPending(ctx context.Context, pending map[string]map[int32]kgo.Offset) map[string]time.Time {
+	out := map[string]time.Time{}
+	if len(pending) == 0 {
+		return out
+	}
+	want := 0
+	for _, ps := range pending {
+		want += len(ps)
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, t.kopts...), kgo.ConsumePartitions(pending), kgo.FetchMaxBytes(1<<20))...)
+	if err != nil {
+		return out
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	seen := map[string]map[int32]bool{}
+	for got := 0; got < want && ctx.Err() == nil; {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[r.Topic] == nil {
+				seen[r.Topic] = map[int32]bool{}
+			}
+			if seen[r.Topic][r.Partition] {
+				return
+			}
+			seen[r.Topic][r.Partition] = true
+			got++
+			if o, ok := out[r.Topic]; !ok || r.Timestamp.Before(o) {
+				out[r.Topic] = r.Timestamp
+			}
+		})
+	}
+	return out
 }
 
 // DeadLetterRecord is one record of the dead-letter topic.
