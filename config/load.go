@@ -328,7 +328,7 @@ var ignoredEnv = map[string]bool{
 	"DECANT_PG_PORT": true, "DECANT_KAFKA_PORT": true, "DECANT_KAFKA_CONTROLLER_PORT": true,
 	"DECANT_ES_PORT": true, "DECANT_ES_TRANSPORT_PORT": true, "DECANT_WAIT_SECS": true, "DECANT_ES_HEAP": true,
 	"DECANT_HEAVY": true, "DECANT_JAVA": true, "DECANT_KAFKA_HEAP": true, "DECANT_ES_CDS": true,
-	"DECANT_HASH_SALT": true, // streamer.hash_salt_env's default: a secret, not a setting
+	"DECANT_HASH_SALT":  true, // streamer.hash_salt_env's default: a secret, not a setting
 	"DECANT_PG_VERSION": true, "DECANT_PG_STANDBY_PORT": true, "DECANT_PG16_RELEASE": true, "DECANT_PG17_RELEASE": true, "DECANT_PG18_RELEASE": true,
 }
 
