@@ -72,20 +72,7 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			path := p.Write("bad.yaml", c.config)
 			cmd := testenv.DecantCmd(t, c.env, "run", "--config", path)
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(90 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("decant run with a bad config did not exit within 90s")
-			}
-			code := -1
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			}
+			out, code := runToExit(t, cmd, 90*time.Second)
 			if code != 2 {
 				t.Fatalf("exit code %d, want 2; output:\n%s", code, out)
 			}
@@ -120,4 +107,25 @@ func TestBadConfigFailsBeforeSideEffects(t *testing.T) {
 	if code, body, _ := testenv.Get(p.ES.URL + "/" + p.ES.Prefix + "*"); code != 200 || strings.TrimSpace(body) != "{}" {
 		t.Errorf("indexes created by failed runs: %d %s", code, body)
 	}
+}
+
+// runToExit runs cmd and returns its output and exit code (-1 when it did
+// not start or was killed); the test fails when it runs past timeout.
+func runToExit(t *testing.T, cmd *exec.Cmd, timeout time.Duration) ([]byte, int) {
+	t.Helper()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not exit within %s", strings.Join(cmd.Args, " "), timeout)
+	}
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return out, code
 }

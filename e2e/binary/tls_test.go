@@ -3,7 +3,6 @@ package binary
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,20 +142,7 @@ func TestTLSFailures(t *testing.T) {
 			path := p.Write("bad.yaml", s.yaml())
 			cmd := testenv.DecantCmd(t, nil, "run", "--config", path)
 			started := time.Now()
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(90 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("decant run did not exit within 90s")
-			}
-			code := -1
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			}
+			out, code := runToExit(t, cmd, 90*time.Second)
 			t.Logf("exit %d after %s:\n%s", code, time.Since(started).Round(100*time.Millisecond), out)
 			if code != 2 {
 				t.Fatalf("exit code %d, want 2", code)
