@@ -68,8 +68,8 @@ test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18
 			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e || r=1; exit $$r') ) || status=1; \
 	done; exit $$status
 
-test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
-	@$(call pg_run,$(PG_DRIFT_VERSION),$(GO) test $(GOTEST_FLAGS) -timeout 10m -run '$(PG_DRIFT_RUN)' ./streamer)
+test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests, and streaming from a hot standby, on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
+	@$(call pg_run,$(PG_DRIFT_VERSION),sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -timeout 10m -run "$(PG_DRIFT_RUN)|^TestStreamFromStandby$$" ./streamer')
 
 e2e: ## tests against running servers (make infra-up first)
 	$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) ./...

@@ -406,9 +406,7 @@ func TestResolverDifferentialBothEngines(t *testing.T) {
 // is configured (make test-pg starts one; testenv.Standby), at a quarter of
 // the operations.
 func TestResolverDifferentialOnStandby(t *testing.T) {
-	if testenv.PGStandbyDSN() == "" {
-		t.Skip("needs a hot standby of PostgreSQL 16+: DECANT_PG_VERSION=16|17|18 and `bash e2e/infra/pg.sh standby-up` (make test-pg starts one)")
-	}
+	testenv.StandbyVersion(t)
 	resDifferentialOn(t, 5000, true, "elasticsearch")
 }
 
