@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -438,11 +440,13 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 func BenchmarkInitialLoad(b *testing.B) {
 	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
 	ctx := testenv.Ctx(b)
-	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, testenv.FreePort(b))
+	addr := testenv.FreePort(b)
+	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, addr)
 	resWaitESQuiet(b, d.es)
 
 	start := time.Now()
 	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
+	profiled := docsProfile(b, addr, "initial-load", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 	d.waitLoaded(b, run, func() (bool, error) {
 		c, err := freshCount(ctx, d.es, d.alias, `{"match_all":{}}`)
 		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
@@ -450,6 +454,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid())
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
+	<-profiled
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
 	}
@@ -590,11 +595,15 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	if err := run.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		b.Fatal(err)
 	}
+	req0, parts0 := docsBulkRequests(addr)
+	profiled := docsProfile(b, addr, "live-backlog", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 10))
 	if err := cl.Wait(ctx, lsn, 30*time.Minute); err != nil {
 		b.Fatalf("/v1/wait?lsn=%s after %d changes: %v; log:\n%s", lsn, changes, err, run.Tail(40))
 	}
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid()) - cpu0
+	req1, parts1 := docsBulkRequests(addr)
+	<-profiled
 	names, err := freshCount(ctx, d.es, d.alias, `{"match":{"name":"`+docsLiveMark+`"}}`)
 	if err != nil {
 		b.Fatal(err)
@@ -626,10 +635,10 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes\n",
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f\n",
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
-		start.Sub(paused).Seconds(), cpu*1000/float64(changes))
+		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0)
 }
 
 // copyIndex copies every document of alias into a new index with the
@@ -877,4 +886,56 @@ func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (i
 		})
 	}
 	return len(keys), records, nil
+}
+
+// docsProfile, with DECANT_BENCH_PROFILE_DIR set, records a CPU profile
+// and an execution trace (which shows where goroutines block: the
+// off-CPU side) of the decant process serving ops port addr, for the
+// next seconds seconds, into <dir>/<name>.cpu.pprof and <name>.trace
+// (docs/performance.md, "Where the time goes"). It returns at once;
+// wait for the returned channel before the process stops.
+func docsProfile(b *testing.B, addr, name string, seconds int) <-chan struct{} {
+	done := make(chan struct{})
+	dir := os.Getenv("DECANT_BENCH_PROFILE_DIR")
+	if dir == "" {
+		close(done)
+		return done
+	}
+	var wg sync.WaitGroup
+	get := func(path, file string) {
+		defer wg.Done()
+		for range 100 { // the process may not listen yet
+			res, err := http.Get("http://" + addr + path)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			defer res.Body.Close()
+			f, err := os.Create(filepath.Join(dir, file))
+			if err != nil {
+				b.Log(err)
+				return
+			}
+			defer f.Close()
+			if _, err := io.Copy(f, res.Body); err != nil {
+				b.Logf("profile %s: %v", path, err)
+			}
+			return
+		}
+		b.Logf("profile %s: decant's ops port %s did not answer", path, addr)
+	}
+	wg.Add(2)
+	go get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name+".cpu.pprof")
+	go get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), name+".trace")
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// docsBulkRequests reads how many bulk requests decant's Elasticsearch
+// sink sent, and how many writes' parts they carried, from the /metrics
+// of the process serving addr (0 when unreadable).
+func docsBulkRequests(addr string) (requests, parts float64) {
+	requests, _ = resMetric(addr, `decant_indexer_bulk_requests_total{sink="elasticsearch"}`)
+	parts, _ = resMetric(addr, `decant_indexer_bulk_parts_total{sink="elasticsearch"}`)
+	return requests, parts
 }

@@ -44,7 +44,12 @@ func encodeAction(d *wire.Document, id, index string, requireAlias bool) []byte 
 		b = append(b, `,"require_alias":true`...)
 	}
 	b = append(b, "}}\n"...)
-	if !d.Deleted {
+	switch {
+	case d.Deleted:
+	case d.Built:
+		b = append(b, d.Doc...) // compact already: no newline
+		b = append(b, '\n')
+	default:
 		b = appendCompact(b, d.Doc)
 		b = append(b, '\n')
 	}

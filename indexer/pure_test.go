@@ -100,6 +100,12 @@ func TestEncodeAction(t *testing.T) {
 	if got != want {
 		t.Errorf("bulk body:\n%s\nwant:\n%s", got, want)
 	}
+	// A built document, compacted by the build stage, gives the same body.
+	built := idx
+	built.Doc, built.Built = wire.AppendCompact(nil, idx.Doc), true
+	if got, want := string(encodeAction(&built, "7", "customers", true)), string(encodeAction(&idx, "7", "customers", true)); got != want {
+		t.Errorf("built document's action:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 func TestClassify(t *testing.T) {

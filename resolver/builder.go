@@ -90,6 +90,17 @@ func (b *Builder) session(ctx context.Context) error {
 		defer f.Close()
 		ctx = fence.With(ctx, f)
 	}
+	err := beforeJoining(ctx, b.cfg.Kafka, func(adm *kadm.Client) error {
+		for _, t := range topics {
+			if err := ensureRefsTopic(ctx, adm, &b.cfg, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	cl, err := groupClient(append(opts, b.cfg.Kafka...), group, topics, b.cfg.SessionTimeout)
 	if err != nil {
 		return err
@@ -99,12 +110,6 @@ func (b *Builder) session(ctx context.Context) error {
 		lctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go keepLease(lctx, cl, f, group, fenceLease(b.cfg.SessionTimeout)/5)
-	}
-	adm := kadm.NewClient(cl)
-	for _, t := range topics {
-		if err := ensureRefsTopic(ctx, adm, &b.cfg, t); err != nil {
-			return err
-		}
 	}
 	return b.pipeline(ctx, cl, wanted)
 }
@@ -227,6 +232,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		if ended || err != nil {
 			return err
 		}
+		b.met.gens.observe(cl)
 		if len(recs) == 0 {
 			if cut {
 				continue // the oldest batch is done: commit it and poll on
@@ -753,7 +759,7 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		seen[string(k)] = true
 		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
 		if doc, ok := built[string(k)]; ok {
-			d.Doc = doc
+			d.Doc, d.Built = doc, true
 		} else if builtAs[looseKey(k)] {
 			continue
 		} else {

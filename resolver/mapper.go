@@ -121,29 +121,35 @@ func (m *Mapper) session(ctx context.Context) error {
 	// rebuild it planned may never have reached the refs topic, so the
 	// next session plans again from the first snapshot row it re-reads.
 	m.planner.forget()
+	err := beforeJoining(ctx, m.cfg.Kafka, func(adm *kadm.Client) error {
+		for _, a := range m.aggs {
+			if err := ensureRefsTopic(ctx, adm, &m.cfg, wire.RefsTopic(m.cfg.TopicPrefix, a.Name)); err != nil {
+				return err
+			}
+		}
+		// Changes whose old documents cannot be found are dead-lettered.
+		if err := ensureTopic(ctx, adm, &m.cfg, wire.DLQTopic(m.cfg.TopicPrefix), wire.DLQTopicConfigs()); err != nil {
+			return err
+		}
+		// Raw topics appear when the streamer first writes to them;
+		// creating them here (as the streamer would), before joining,
+		// lets the group assign them all in its first generation.
+		for _, t := range m.topics {
+			if err := ensureTopic(ctx, adm, &m.cfg, t, wire.RawTopicConfigs()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	gaps := newGapTracker()
 	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics, m.cfg.SessionTimeout)
 	if err != nil {
 		return err
 	}
 	defer leaveGroup(cl)
-	adm := kadm.NewClient(cl)
-	for _, a := range m.aggs {
-		if err := ensureRefsTopic(ctx, adm, &m.cfg, wire.RefsTopic(m.cfg.TopicPrefix, a.Name)); err != nil {
-			return err
-		}
-	}
-	// Changes whose old documents cannot be found are dead-lettered.
-	if err := ensureTopic(ctx, adm, &m.cfg, wire.DLQTopic(m.cfg.TopicPrefix), wire.DLQTopicConfigs()); err != nil {
-		return err
-	}
-	// Raw topics appear when the streamer first writes to them; creating
-	// them here (as the streamer would) lets the group assign them at once.
-	for _, t := range m.topics {
-		if err := ensureTopic(ctx, adm, &m.cfg, t, wire.RawTopicConfigs()); err != nil {
-			return err
-		}
-	}
 	var total, refs int64
 	lastLog := time.Now()
 	var started time.Time
@@ -151,7 +157,7 @@ func (m *Mapper) session(ctx context.Context) error {
 	// statement anyway, and a batch's flush and offset commit are then
 	// paid once per mapPollBatches statements under a backlog (an
 	// initial snapshot's 1.3 M rows took 2,600 commits).
-	return consume(ctx, cl, mapPollBatches*m.cfg.BatchSize,
+	return consume(ctx, cl, m.met.gens, mapPollBatches*m.cfg.BatchSize,
 		func(recs []*kgo.Record) (int64, error) {
 			started = time.Now()
 			return m.handle(ctx, cl, gaps, recs)

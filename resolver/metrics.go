@@ -17,6 +17,28 @@ type mapMetrics struct {
 	bad     prometheus.Counter
 	dlq     *prometheus.CounterVec // by table
 	gaps    *prometheus.CounterVec // by table
+	gens    *generations
+}
+
+// groupGenerations is shared by the map and build stages, by stage.
+func groupGenerations(reg prometheus.Registerer) *prometheus.CounterVec {
+	return metric.Register(reg, metric.CounterVec("decant_resolver_group_generations_total",
+		"Consumer group generations the stage's member has been part of: 1 after a start, one more per rebalance.", "stage"))
+}
+
+// generations counts the group generations a stage's member polled in.
+// Only the stage's session goroutine calls observe.
+type generations struct {
+	last int32
+	c    prometheus.Counter
+}
+
+// observe counts cl's generation when it is new.
+func (g *generations) observe(cl interface{ GroupMetadata() (string, int32) }) {
+	if _, gen := cl.GroupMetadata(); gen > 0 && gen != g.last {
+		g.last = gen
+		g.c.Inc()
+	}
 }
 
 func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
@@ -29,6 +51,7 @@ func newMapMetrics(reg prometheus.Registerer) *mapMetrics {
 		bad:     metric.Register(reg, metric.Counter("decant_resolver_map_undecodable_total", "Raw records that are not change events, written to the dead-letter topic.")),
 		gaps:    metric.Register(reg, metric.CounterVec("decant_resolver_map_compacted_gaps_total", "Holes found in a raw topic: records compacted away before the map stage read them, each repaired by rebuilding every document of the aggregates using the table, by table.", "table")),
 		dlq:     metric.Register(reg, metric.CounterVec("decant_resolver_map_dlq_total", "Updates and deletes without the before image the mappings need (replica identity not FULL), written to the dead-letter topic, by table.", "table")),
+		gens:    &generations{c: groupGenerations(reg).WithLabelValues("map")},
 	}
 }
 
@@ -42,6 +65,7 @@ type buildMetrics struct {
 	inFlight   prometheus.Gauge
 	peak       prometheus.Gauge
 	peakRefs   int // the highest inFlight so far; only the pipeline's goroutine sets it
+	gens       *generations
 }
 
 func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
@@ -54,6 +78,7 @@ func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
 		bad:        metric.Register(reg, metric.Counter("decant_resolver_build_undecodable_total", "Refs records whose key is not an id of their aggregate or whose value is not a ref, written to the dead-letter topic.")),
 		inFlight:   metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight", "Refs the build stage has polled and not yet committed: at most 4 polls of 8 chunks of BatchSize ids per worker.")),
 		peak:       metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight_peak", "The most refs in flight at once since the build stage started.")),
+		gens:       &generations{c: groupGenerations(reg).WithLabelValues("build")},
 	}
 }
 

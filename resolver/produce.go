@@ -19,6 +19,21 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, cfg *Config, topic strin
 	return wire.EnsureTopic(ctx, adm, topic, int32(cfg.Partitions), int16(cfg.ReplicationFactor), int16(cfg.MinInsyncReplicas), configs)
 }
 
+// beforeJoining runs ensure with an admin client of its own, before a
+// stage's group client exists: a group whose topics appear after it
+// joined is rebalanced once per topic its leader later finds ("more
+// topics to consume"), one metadata refresh apart — seen as 3 rebalances
+// 5 s apart, 17 s before the map stage read its first record on a first
+// start. Created first, every topic is assigned in the first generation.
+func beforeJoining(ctx context.Context, opts []kgo.Opt, ensure func(*kadm.Client) error) error {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	return ensure(kadm.NewClient(cl))
+}
+
 // ensureRefsTopic creates a refs topic when it is missing, compacted
 // (wire.RefsTopicConfigs), and makes an existing one compacted: refs topics
 // created by earlier versions were deleted after 7 days, which loses the

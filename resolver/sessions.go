@@ -99,12 +99,13 @@ func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kg
 // records' offsets committed (at-least-once), then committed gets the
 // records and handle's count. An error of handle, of a fetch or of the commit ends the session,
 // uncommitted, for runSessions to restart.
-func consume(ctx context.Context, cl *kgo.Client, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
+func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
 	for {
 		recs, ended, err := poll(ctx, ctx, cl, maxRecords)
 		if ended || err != nil {
 			return err
 		}
+		gens.observe(cl)
 		if len(recs) == 0 {
 			cl.AllowRebalance()
 			continue

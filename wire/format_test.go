@@ -105,5 +105,12 @@ func TestAppendEncodedMatchesEncode(t *testing.T) {
 		if got, err := docs[i].AppendEncoded([]byte("prefix")); err != nil || string(got) != "prefix"+string(want) {
 			t.Errorf("document %d (err %v):\nAppendEncoded %s\nEncode        %s", i, err, got, want)
 		}
+		// A built document (compacted by the build stage) is copied as
+		// it is, to the same envelope.
+		built := docs[i]
+		built.Doc, built.Built = AppendCompact(nil, built.Doc), !built.Deleted
+		if got, err := built.AppendEncoded(nil); err != nil || string(got) != string(want) {
+			t.Errorf("built document %d (err %v):\nAppendEncoded %s\nEncode        %s", i, err, got, want)
+		}
 	}
 }
