@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime/trace"
 	"slices"
 	"sync/atomic"
 
@@ -142,7 +143,10 @@ func (s *ESSink) sendParts(parts []*bulkPart) {
 	}
 	// Only what classify reads comes back: the response was a quarter of
 	// the sink's CPU.
+	// A region in execution traces (/debug/pprof/trace): docs/performance.md.
+	region := trace.StartRegion(ctx, "search bulk request")
 	code, resp, err := do(ctx, s.es, esapi.BulkRequest{Body: bytes.NewReader(body), FilterPath: bulkFilter})
+	region.End()
 	switch {
 	case err != nil:
 		for _, p := range live {

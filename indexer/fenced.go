@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,6 +127,7 @@ func (w *txnWriter) transact(ctx context.Context, recs []*kgo.Record) (kgo.Produ
 	if err := w.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("begin a transaction of %s: %w", w.id, err)
 	}
+	defer trace.StartRegion(ctx, "aggregate topic transaction").End()
 	results := w.cl.ProduceSync(ctx, recs...)
 	commit := kgo.TransactionEndTry(results.FirstErr() == nil)
 	if err := w.cl.EndTransaction(ctx, commit); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -148,14 +149,19 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 	commitOldest := func() error {
 		bt := inflight[0]
 		inflight = inflight[1:]
+		region := trace.StartRegion(ctx, "build wait for oldest batch")
 		<-bt.done
+		region.End()
 		if bt.err != nil {
 			if errors.Is(bt.err, errNotVisible) {
 				b.met.invisible.Inc()
 			}
 			return bt.err
 		}
-		if err := cl.CommitRecords(ctx, bt.recs...); err != nil {
+		region = trace.StartRegion(ctx, "build commit")
+		err := cl.CommitRecords(ctx, bt.recs...)
+		region.End()
+		if err != nil {
 			return fmt.Errorf("commit offsets: %w", err)
 		}
 		b.met.setInFlight(inflight)
@@ -226,7 +232,9 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 				}
 			}(inflight[0].done)
 		}
+		region := trace.StartRegion(ctx, "build poll")
 		recs, ended, err := poll(ctx, pctx, cl, pollMax)
+		region.End()
 		cut := pctx.Err() != nil
 		stop()
 		if ended || err != nil {
@@ -599,6 +607,7 @@ type chunk struct {
 
 // buildChunk builds the documents of one chunk.
 func (b *Builder) buildChunk(ctx context.Context, c chunk) ([]wire.Document, error) {
+	defer trace.StartRegion(ctx, "build statement").End()
 	started := time.Now()
 	docs, err := build(ctx, b.db, c.agg, c.keys, c.xids, b.cfg.VisibilityTimeout, b.log)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/trace"
 	"slices"
 	"time"
 
@@ -160,6 +161,7 @@ func (m *Mapper) session(ctx context.Context) error {
 	return consume(ctx, cl, m.met.gens, mapPollBatches*m.cfg.BatchSize,
 		func(recs []*kgo.Record) (int64, error) {
 			started = time.Now()
+			defer trace.StartRegion(ctx, "map batch").End()
 			return m.handle(ctx, cl, gaps, recs)
 		},
 		func(recs []*kgo.Record, n int64) {
