@@ -134,6 +134,12 @@ type Streamer struct {
 	// SnapshotMode: initial (snapshot every published table when the slot is
 	// created) or never (changes only). Default: initial.
 	SnapshotMode string `yaml:"snapshot_mode"`
+	// SlotFailover: create the slot with failover = true, so that
+	// PostgreSQL 17+ synchronizes it to standbys (sync_replication_slots)
+	// and decant continues from it on a promoted standby. auto: on when
+	// the server is a 17+ primary; true: the same, and decant refuses a
+	// server that cannot (older, or a standby); false: never. Default: auto.
+	SlotFailover string `yaml:"slot_failover"`
 	// SnapshotChunkRows is how many rows one snapshot query reads. Default: 10000.
 	SnapshotChunkRows int `yaml:"snapshot_chunk_rows"`
 	// StatusInterval is how often the slot position is confirmed. Default: 200ms.
@@ -214,7 +220,7 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080", MaxWait: 5 * time.Minute, WaitRefreshInterval: 100 * time.Millisecond},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
+		Streamer: Streamer{SnapshotMode: "initial", SlotFailover: "auto", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
 			MaskText: "xxxxx", HashSaltEnv: "DECANT_HASH_SALT"},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
 		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true, AutoReindex: true},
@@ -431,6 +437,11 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Streamer.SnapshotMode != "initial" && c.Streamer.SnapshotMode != "never" {
 		bad("streamer.snapshot_mode", "%q: use initial or never", c.Streamer.SnapshotMode)
+	}
+	switch c.Streamer.SlotFailover {
+	case "auto", "true", "false":
+	default:
+		bad("streamer.slot_failover", "%q: use auto (failover slots on PostgreSQL 17+ primaries), true or false", c.Streamer.SlotFailover)
 	}
 	if c.Streamer.SnapshotChunkRows < 1 {
 		bad("streamer.snapshot_chunk_rows", "must be at least 1")
