@@ -49,7 +49,7 @@ func (s *Streamer) wantFailover(srv serverInfo) (bool, error) {
 		return false, nil
 	case "true":
 		if !can {
-			what := fmt.Sprintf("PostgreSQL %d.%d", srv.versionNum/10000, srv.versionNum%10000/100)
+			what := fmt.Sprintf("PostgreSQL %d.%d", srv.versionNum/10000, srv.versionNum%10000)
 			if srv.inRecovery {
 				what = "a standby (failover slots are created on the primary)"
 			}
