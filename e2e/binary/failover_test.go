@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -30,7 +31,7 @@ import (
 func TestFailoverContinuesOnPromotedStandby(t *testing.T) {
 	pair := testenv.Failover(t)
 	spec := items
-	spec.PGAdmin = pair.Admin
+	spec.PGAdmin, spec.HTTP = pair.Admin, true
 	spec.Schema += `
 CREATE TABLE events (seq bigint PRIMARY KEY, item int NOT NULL, op text NOT NULL);
 CREATE PUBLICATION decant FOR ALL TABLES;
@@ -108,6 +109,14 @@ INSERT INTO events VALUES ($4, $1, 'u')`, id, fmt.Sprintf("v%d", n), 1+rng.IntN(
 	p.WaitConverged(3 * time.Minute)
 	if run.Exited() {
 		t.Fatalf("decant run exited during the failover: %v", run.Err())
+	}
+	// Read-your-writes on the promoted server: the watermarks follow it.
+	p.PG.Exec(t, `INSERT INTO items VALUES (99999, 'after the failover', 1)`)
+	if err := opsapi.NewClient("http://"+p.HTTP).Wait(ctx, lsn(t, p), time.Minute); err != nil {
+		t.Fatalf("/v1/wait for a write on the promoted server: %v", err)
+	}
+	if docs, err := p.ESDocs(); err != nil || !strings.Contains(docs["99999"], "after the failover") {
+		t.Fatalf("a write on the promoted server not searchable after /v1/wait: %q %v", docs["99999"], err)
 	}
 
 	var problems []string
