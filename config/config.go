@@ -44,6 +44,11 @@ type Postgres struct {
 	CreatePublication bool `yaml:"create_publication"`
 	// Slot is the logical replication slot name. Default: decant.
 	Slot string `yaml:"slot"`
+	// BuildDSN, when set, is the database the build stage reads documents
+	// from (and preview), e.g. the primary while DSN is a hot standby
+	// that the streamer decodes: documents then reflect the primary, not
+	// the standby's replay. Default: "" (DSN).
+	BuildDSN string `yaml:"build_dsn"`
 }
 
 // Kafka is the broker cluster every stage talks through.
@@ -231,6 +236,7 @@ func Default() Config {
 func (c Config) Redacted() Config {
 	r := c
 	r.Postgres.DSN = RedactDSN(c.Postgres.DSN)
+	r.Postgres.BuildDSN = RedactDSN(c.Postgres.BuildDSN)
 	if r.Kafka.SASL.Password != "" {
 		r.Kafka.SASL.Password = "xxxxx"
 	}
