@@ -411,3 +411,19 @@ func pgAt(t *testing.T, dsn string) *pgx.Conn {
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+func TestTargetSessionAttrs(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgresql://u@db1:5432,db2:5432/shop?target_session_attrs=primary":      "primary",
+		"postgres://u@db1/shop?sslmode=disable&target_session_attrs=read-write":   "read-write",
+		"host=db1,db2 port=5432,5432 dbname=shop target_session_attrs=primary":    "primary",
+		"host=db1 dbname=shop target_session_attrs = 'read-write' user=decant":    "read-write",
+		"postgresql://u@db1:5432,db2:5432/shop":                                   "",
+		"host=db1,db2 dbname=shop application_name=xtarget_session_attrs=primary": "",
+	} {
+		t.Setenv("PGTARGETSESSIONATTRS", "")
+		if got := targetSessionAttrs(dsn); got != want {
+			t.Errorf("targetSessionAttrs(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
