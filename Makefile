@@ -24,10 +24,10 @@ PG_VERSIONS ?= 16 17 18
 PG_PACKAGES ?= ./streamer ./mappings
 PG_E2E_RUN ?= ^TestResolver(Differential|DifferentialOnStandby|KillNine)$$
 # the binary's tests of each version: read-your-writes streaming from the
-# standby with builds on the primary, and the failover test (17+; it starts
+# standby with builds on the primary, and the failover tests (17+; each starts
 # and consumes its own primary and standby, pg.sh failover-up, ports
 # 556<major> and 557<major>, and skips on 16)
-PG_BINARY_RUN ?= ^Test(ReadYourWritesStreamingFromStandby|FailoverContinuesOnPromotedStandby)$$
+PG_BINARY_RUN ?= ^Test(ReadYourWritesStreamingFromStandby|FailoverContinuesOnPromotedStandby|FailoverReachesStandbyFirst)$$
 PG_DRIFT_VERSION ?= 18
 PG_DRIFT_RUN ?= ^Test(EncodeMatchesToJSONB|EncodeHstoreMatchesToJSONB|StreamedValuesEqualToJSONB|TypesLoad|SnapshotThenStream|SnapshotColumnsAsPublished|PrimaryKeyUpdateTruncateAndToast|SchemaChangesWhileStreaming|StreamedInProgressTransactions)$$
 

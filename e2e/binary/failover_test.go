@@ -29,6 +29,22 @@ import (
 // synchronized_standby_slots decant never received them either, which the
 // events comparison checks too (no extra row).
 func TestFailoverContinuesOnPromotedStandby(t *testing.T) {
+	failover(t, false)
+}
+
+// TestFailoverReachesStandbyFirst is the same failover with a
+// postgres.dsn without target_session_attrs, and the promotion 5 s after
+// the kill: decant's stages reach the standby while it is still one. The
+// streamer finds the slot's synchronized copy there, which it can neither
+// use nor drop: it must wait, and continue from the copy once the standby
+// is promoted.
+func TestFailoverReachesStandbyFirst(t *testing.T) {
+	failover(t, true)
+}
+
+// failover runs the failover tests; standbyFirst gives decant a DSN
+// without target_session_attrs and promotes 5 s after the kill.
+func failover(t *testing.T, standbyFirst bool) {
 	pair := testenv.Failover(t)
 	spec := items
 	spec.PGAdmin, spec.HTTP = pair.Admin, true
@@ -39,7 +55,11 @@ INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 2000
 	p := testenv.NewPipeline(t, spec)
 	ctx := testenv.Ctx(t)
 
-	run := p.Start("run", nil, "run")
+	var env []string
+	if standbyFirst {
+		env = []string{"DECANT_POSTGRES_DSN=" + strings.Replace(p.PG.DSN, "&target_session_attrs=primary", "", 1)}
+	}
+	run := p.Start("run", env, "run")
 	p.WaitConverged(2 * time.Minute) // the initial snapshot is done
 
 	// The workload: one transaction at a time, each an item upsert or
@@ -88,6 +108,9 @@ INSERT INTO events VALUES ($4, $1, 'u')`, id, fmt.Sprintf("v%d", n), 1+rng.IntN(
 	lastLSN := pair.KillPrimary(t)
 	killedAt := time.Now()
 	beforeKill := committed.Load()
+	if standbyFirst {
+		time.Sleep(5 * time.Second)
+	}
 	pair.Promote(t)
 	promoted.Store(true)
 	t.Logf("primary killed at %s after %d transactions; standby promoted in %s", lastLSN, beforeKill, time.Since(killedAt).Round(time.Millisecond))
@@ -199,6 +222,9 @@ INSERT INTO events VALUES ($4, $1, 'u')`, id, fmt.Sprintf("v%d", n), 1+rng.IntN(
 	}
 	if !strings.Contains(out, "resuming a slot synchronized from the former primary") {
 		problems = append(problems, "decant did not log that it resumed the synchronized slot")
+	}
+	if standbyFirst && !strings.Contains(out, "is a copy synchronized from the primary and this server is still a standby") {
+		problems = append(problems, "decant did not meet the slot's copy on the standby before its promotion")
 	}
 	for _, pr := range problems {
 		t.Error(pr)
