@@ -16,12 +16,18 @@ export DECANT_INFRA_DIR ?= /tmp/decant-infra
 # the mappings' SQL against the server, decant check, and the resolver's
 # differential and kill -9 suites; with a hot standby of each (pg.sh
 # standby-up, port 555<major>), the streamer, decant check and the
-# differential test also run on it. make test runs the drift suite (PG_DRIFT_RUN: the
+# differential test also run on it; on 17 and 18 the failover test kills a
+# primary and continues on its promoted standby. make test runs the drift suite (PG_DRIFT_RUN: the
 # streamer's fidelity, protocol and snapshot tests, about a minute) on
 # PG_DRIFT_VERSION after the e2e tests on 15.
 PG_VERSIONS ?= 16 17 18
 PG_PACKAGES ?= ./streamer ./mappings
 PG_E2E_RUN ?= ^TestResolver(Differential|DifferentialOnStandby|KillNine)$$
+# the binary's tests of each version: read-your-writes streaming from the
+# standby with builds on the primary, and the failover tests (17+; each starts
+# and consumes its own primary and standby, pg.sh failover-up, ports
+# 556<major> and 557<major>, and skips on 16)
+PG_BINARY_RUN ?= ^Test(ReadYourWritesStreamingFromStandby|FailoverContinuesOnPromotedStandby|FailoverReachesStandbyFirst)$$
 PG_DRIFT_VERSION ?= 18
 PG_DRIFT_RUN ?= ^Test(EncodeMatchesToJSONB|EncodeHstoreMatchesToJSONB|StreamedValuesEqualToJSONB|TypesLoad|SnapshotThenStream|SnapshotColumnsAsPublished|PrimaryKeyUpdateTruncateAndToast|SchemaChangesWhileStreaming|StreamedInProgressTransactions)$$
 
@@ -60,12 +66,13 @@ pg_run = DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh up &
 	echo "PostgreSQL $(1): $$((SECONDS - start))s, $$( [ $$rc = 0 ] && echo passed || echo FAILED )"; \
 	DECANT_PG_VERSION=$(1) DECANT_PG_PORT=554$(1) bash e2e/infra/pg.sh down; exit $$rc; }
 
-test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18 and a hot standby of each (PG_VERSIONS; Kafka, Elasticsearch, OpenSearch must be up)
+test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18 and a hot standby of each, and the failover test on 17 and 18 (PG_VERSIONS; Kafka, Elasticsearch, OpenSearch must be up)
 	@status=0; for v in $(PG_VERSIONS); do \
 		( $(call pg_run,$$v,sh -c 'r=0; bash e2e/infra/pg.sh standby-up || exit 1; \
 			$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) $(PG_PACKAGES) || r=1; \
 			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "^TestCheck" ./cmd/decant || r=1; \
-			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e || r=1; exit $$r') ) || status=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_E2E_RUN)" ./e2e || r=1; \
+			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_BINARY_RUN)" ./e2e/binary || r=1; exit $$r') ) || status=1; \
 	done; exit $$status
 
 test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests, and streaming from a hot standby, on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)

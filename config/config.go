@@ -44,6 +44,11 @@ type Postgres struct {
 	CreatePublication bool `yaml:"create_publication"`
 	// Slot is the logical replication slot name. Default: decant.
 	Slot string `yaml:"slot"`
+	// BuildDSN, when set, is the database the build stage reads documents
+	// from (and preview), e.g. the primary while DSN is a hot standby
+	// that the streamer decodes: documents then reflect the primary, not
+	// the standby's replay. Default: "" (DSN).
+	BuildDSN string `yaml:"build_dsn"`
 }
 
 // Kafka is the broker cluster every stage talks through.
@@ -134,6 +139,12 @@ type Streamer struct {
 	// SnapshotMode: initial (snapshot every published table when the slot is
 	// created) or never (changes only). Default: initial.
 	SnapshotMode string `yaml:"snapshot_mode"`
+	// SlotFailover: create the slot with failover = true, so that
+	// PostgreSQL 17+ synchronizes it to standbys (sync_replication_slots)
+	// and decant continues from it on a promoted standby. auto: on when
+	// the server is a 17+ primary; true: the same, and decant refuses a
+	// server that cannot (older, or a standby); false: never. Default: auto.
+	SlotFailover string `yaml:"slot_failover"`
 	// SnapshotChunkRows is how many rows one snapshot query reads. Default: 10000.
 	SnapshotChunkRows int `yaml:"snapshot_chunk_rows"`
 	// StatusInterval is how often the slot position is confirmed. Default: 200ms.
@@ -214,7 +225,7 @@ func Default() Config {
 		Mappings: []string{"mappings/*.yaml"},
 		HTTP:     HTTP{Listen: "127.0.0.1:8080", MaxWait: 5 * time.Minute, WaitRefreshInterval: 100 * time.Millisecond},
 		Log:      Log{Level: "info", Format: "text"},
-		Streamer: Streamer{SnapshotMode: "initial", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
+		Streamer: Streamer{SnapshotMode: "initial", SlotFailover: "auto", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
 			MaskText: "xxxxx", HashSaltEnv: "DECANT_HASH_SALT"},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
 		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true, AutoReindex: true},
@@ -225,6 +236,7 @@ func Default() Config {
 func (c Config) Redacted() Config {
 	r := c
 	r.Postgres.DSN = RedactDSN(c.Postgres.DSN)
+	r.Postgres.BuildDSN = RedactDSN(c.Postgres.BuildDSN)
 	if r.Kafka.SASL.Password != "" {
 		r.Kafka.SASL.Password = "xxxxx"
 	}
@@ -431,6 +443,11 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Streamer.SnapshotMode != "initial" && c.Streamer.SnapshotMode != "never" {
 		bad("streamer.snapshot_mode", "%q: use initial or never", c.Streamer.SnapshotMode)
+	}
+	switch c.Streamer.SlotFailover {
+	case "auto", "true", "false":
+	default:
+		bad("streamer.slot_failover", "%q: use auto (failover slots on PostgreSQL 17+ primaries), true or false", c.Streamer.SlotFailover)
 	}
 	if c.Streamer.SnapshotChunkRows < 1 {
 		bad("streamer.snapshot_chunk_rows", "must be at least 1")

@@ -122,6 +122,7 @@ func TestWrongShapes(t *testing.T) {
 		{"postgres:\n  create_publication: maybe", `postgres.create_publication: "maybe" is not a boolean`},
 		{"postgres:\n  dsn: a\n  dsn: b", `postgres.dsn: duplicate key`},
 		{"mappings: []", `mappings: needs at least one mapping file`},
+		{"streamer:\n  slot_failover: yes", `streamer.slot_failover: "yes": use auto (failover slots on PostgreSQL 17+ primaries), true or false`},
 	} {
 		_, err := Load(writeFile(t, c.yaml), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

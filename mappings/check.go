@@ -362,7 +362,7 @@ func (m *Model) lookupColumns() []lookupIndex {
 func checkStandby(env CheckEnv, add func(sev Severity, table, fix, format string, a ...any)) {
 	if env.ServerVersionNum > 0 && env.ServerVersionNum < 160000 {
 		add(SeverityError, "", "point postgres.dsn at the primary, or upgrade to PostgreSQL 16+",
-			"postgres.dsn is a standby of PostgreSQL %d.%d; logical decoding on a standby needs PostgreSQL 16+", env.ServerVersionNum/10000, env.ServerVersionNum%10000/100)
+			"postgres.dsn is a standby of PostgreSQL %d.%d; logical decoding on a standby needs PostgreSQL 16+", env.ServerVersionNum/10000, env.ServerVersionNum%10000)
 		return
 	}
 	if env.HotStandbyFeedback != "on" {

@@ -79,7 +79,7 @@ func TestCheckStandby(t *testing.T) {
 	}{
 		{"primary", func(e *CheckEnv) { e.ServerVersionNum = 150004 }, nil},
 		{"standby of 15", func(e *CheckEnv) { e.ServerVersionNum, e.Standby = 150004, true },
-			[]string{"error: postgres.dsn is a standby of PostgreSQL 15.0; logical decoding on a standby needs PostgreSQL 16+"}},
+			[]string{"error: postgres.dsn is a standby of PostgreSQL 15.4; logical decoding on a standby needs PostgreSQL 16+"}},
 		{"standby of 16, no feedback, no slot", func(e *CheckEnv) { e.ServerVersionNum, e.Standby, e.HotStandbyFeedback = 160010, true, "off" },
 			[]string{"error: postgres.dsn is a standby with hot_standby_feedback = off", "warning: postgres.dsn is a standby without primary_slot_name"}},
 		{"standby of 18, set up", func(e *CheckEnv) {

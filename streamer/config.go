@@ -41,6 +41,13 @@ type Config struct {
 	// is created) or "never" (stream changes only; an existing slot is adopted
 	// as it is). Default: initial.
 	SnapshotMode string
+	// SlotFailover is "auto" (create the slot with failover = true when
+	// the server is a PostgreSQL 17+ primary, so standbys with
+	// sync_replication_slots keep a copy decant continues from after a
+	// promotion), "true" (the same, and a server that cannot is refused)
+	// or "false". An existing slot without the option gets it (auto,
+	// true). Default: auto.
+	SlotFailover string
 	// SnapshotChunkRows bounds one snapshot read. Default: 10000.
 	SnapshotChunkRows int
 	// StatusInterval is how often the confirmed LSN is reported to the server;
@@ -81,6 +88,7 @@ func (c *Config) defaults() {
 	config.OrDefault(&c.Partitions, d.Kafka.Partitions)
 	config.OrDefault(&c.ReplicationFactor, d.Kafka.ReplicationFactor)
 	config.OrDefault(&c.SnapshotMode, d.Streamer.SnapshotMode)
+	config.OrDefault(&c.SlotFailover, d.Streamer.SlotFailover)
 	config.OrDefault(&c.SnapshotChunkRows, d.Streamer.SnapshotChunkRows)
 	config.OrDefault(&c.StatusInterval, d.Streamer.StatusInterval)
 	config.OrDefault(&c.MaxInFlight, d.Streamer.MaxInFlight)
@@ -98,7 +106,7 @@ func ConfigFrom(cfg *config.Config, tables []string, kopts []kgo.Opt, log *slog.
 		DSN: cfg.Postgres.DSN, Publication: cfg.Postgres.Publication, CreatePublication: cfg.Postgres.CreatePublication,
 		Tables: tables, Slot: cfg.Postgres.Slot, TopicPrefix: cfg.Kafka.TopicPrefix, Partitions: cfg.Kafka.Partitions,
 		ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(), Kafka: kopts,
-		SnapshotMode: cfg.Streamer.SnapshotMode, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
+		SnapshotMode: cfg.Streamer.SnapshotMode, SlotFailover: cfg.Streamer.SlotFailover, SnapshotChunkRows: cfg.Streamer.SnapshotChunkRows, StatusInterval: cfg.Streamer.StatusInterval,
 		HeartbeatInterval: cfg.Streamer.HeartbeatInterval, MaxInFlight: cfg.Streamer.MaxInFlight,
 		Redact: cfg.Streamer.Redact, MaskText: cfg.Streamer.MaskText, HashSalt: cfg.Streamer.HashSalt,
 		Logger: log, Registerer: reg,
@@ -115,6 +123,11 @@ func (c *Config) validate() error {
 	}
 	if c.SnapshotMode != "initial" && c.SnapshotMode != "never" {
 		errs = append(errs, fmt.Errorf("streamer: snapshot mode %q: use initial or never (streamer.snapshot_mode)", c.SnapshotMode))
+	}
+	switch c.SlotFailover {
+	case "auto", "true", "false":
+	default:
+		errs = append(errs, fmt.Errorf("streamer: slot failover %q: use auto, true or false (streamer.slot_failover)", c.SlotFailover))
 	}
 	if len(c.Kafka) == 0 {
 		errs = append(errs, errors.New("streamer: Kafka client options are required (kafka.brokers)"))

@@ -102,9 +102,15 @@ func (s *Streamer) Run(ctx context.Context) error {
 	backoff := time.Second
 	waiting := false
 	for {
+		began := time.Now()
 		err := s.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(began) > time.Minute {
+			// A session that ran for a while is a new outage (a failover,
+			// a restart), not the same one: reconnect soon.
+			backoff = time.Second
 		}
 		switch {
 		case errors.Is(err, errSlotBusy):
@@ -228,14 +234,31 @@ func (s *Streamer) connectPool(ctx context.Context) (*pgxpool.Pool, error) {
 // when the slot is missing (or its initial snapshot never completed and it
 // was dropped), the consistent point of a new slot, after the initial
 // snapshot when SnapshotMode is "initial". errSlotBusy means another
-// process holds the slot.
+// process holds the slot. A slot a promoted standby synchronized from the
+// old primary (PostgreSQL 17+ failover slots) is an existing slot like
+// any other: it is resumed, never dropped or snapshotted again.
 func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn) (uint64, error) {
+	srv, err := readServer(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	failover, err := s.wantFailover(srv)
+	if err != nil {
+		return 0, err
+	}
 	st, err := s.slotState(ctx, pool)
 	if err != nil {
 		return 0, err
 	}
 	if st.exists && st.active {
 		return 0, errSlotBusy
+	}
+	if st.exists && st.synced && srv.inRecovery {
+		// Until its standby is promoted, a synchronized slot can be
+		// neither used nor dropped: a multi-host postgres.dsn reached the
+		// standby first. Wait for the promotion (or the primary).
+		return 0, fmt.Errorf("slot %s on this server is a copy synchronized from the primary and this server is still a standby: "+
+			"waiting for its promotion (add target_session_attrs=primary to a multi-host postgres.dsn)", s.cfg.Slot)
 	}
 	if st.exists && s.cfg.SnapshotMode == "initial" {
 		done, err := s.snapshotDone(ctx)
@@ -254,14 +277,22 @@ func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgcon
 		}
 	}
 	if st.exists {
+		if st.synced {
+			s.log.Info("resuming a slot synchronized from the former primary", "lsn", wire.FormatLSN(st.confirmed))
+		}
+		if failover && !st.failover {
+			if err := alterSlotFailover(ctx, repl, s.cfg.Slot); err != nil {
+				return 0, err
+			}
+			s.log.Info("replication slot set to failover = true: standbys with sync_replication_slots = on keep a copy")
+		}
 		return st.confirmed, nil
 	}
 	action := "EXPORT_SNAPSHOT"
 	if s.cfg.SnapshotMode == "never" {
 		action = "NOEXPORT_SNAPSHOT"
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: action, Mode: pglogrepl.LogicalReplication})
+	res, err := createSlot(ctx, repl, s.cfg.Slot, action, failover)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
@@ -274,7 +305,7 @@ func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgcon
 		return 0, err
 	}
 	start := uint64(cp)
-	s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName)
+	s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName, "failover", failover)
 	if s.cfg.SnapshotMode == "initial" {
 		if err := s.initialSnapshot(ctx, pool, res.SnapshotName, start); err != nil {
 			return 0, err
@@ -327,15 +358,22 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 
 type slotInfo struct {
 	exists, active bool
-	confirmed      uint64
+	// failover and synced are the PostgreSQL 17+ columns (false before):
+	// the slot is synchronized to standbys; it is a standby's copy of a
+	// primary's slot (still true after that standby's promotion).
+	failover, synced bool
+	confirmed        uint64
 }
 
 func (s *Streamer) slotState(ctx context.Context, pool *pgxpool.Pool) (slotInfo, error) {
 	var si slotInfo
 	var plugin, db string
 	var lsn *string
-	err := pool.QueryRow(ctx, `SELECT active, plugin, database, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).
-		Scan(&si.active, &plugin, &db, &lsn)
+	// to_jsonb: failover and synced exist from PostgreSQL 17 only.
+	err := pool.QueryRow(ctx, `SELECT active, plugin, database, confirmed_flush_lsn::text,
+       coalesce((to_jsonb(s)->>'failover')::bool, false), coalesce((to_jsonb(s)->>'synced')::bool, false)
+FROM pg_replication_slots s WHERE slot_name = $1`, s.cfg.Slot).
+		Scan(&si.active, &plugin, &db, &lsn, &si.failover, &si.synced)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return si, nil
 	}

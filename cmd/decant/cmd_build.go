@@ -41,7 +41,7 @@ func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 		}
 		ks.Close()
 	}
-	b, err := resolver.NewBuilder(st.rcfg, st.model, st.pool, sink)
+	b, err := resolver.NewBuilder(st.rcfg, st.model, st.build, sink)
 	if err != nil {
 		closeSinks()
 		return stage{}, 1, err

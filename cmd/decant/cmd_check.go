@@ -3,7 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
@@ -52,8 +61,75 @@ func check(ctx context.Context, configPath string) ([]mappings.Problem, []string
 	if err != nil {
 		return append(problems, problem(err)...), nil
 	}
+	problems = append(problems, checkFailover(ctx, cfg, conn)...)
 	return append(problems, checkSearch(ctx, cfg)...), names
 }
+
+// checkFailover reads the replication settings of the server conn reached
+// and of every other host postgres.dsn lists (each connected to directly,
+// whatever its target_session_attrs), and returns the problems of
+// failover slots (mappings.CheckFailover).
+func checkFailover(ctx context.Context, cfg *config.Config, conn *pgx.Conn) []mappings.Problem {
+	pcfg, err := pgx.ParseConfig(cfg.Postgres.DSN)
+	if err != nil {
+		return []mappings.Problem{{Severity: mappings.SeverityError, Message: "postgres.dsn: " + err.Error()}}
+	}
+	srv, err := mappings.ReadServerSettings(ctx, conn, conn.PgConn().Conn().RemoteAddr().String())
+	if err != nil {
+		return []mappings.Problem{{Severity: mappings.SeverityError, Message: err.Error()}}
+	}
+	// pgconn lists a host twice under sslmode=prefer (TLS, then plain):
+	// the first of each address is kept.
+	var hosts []*pgconn.FallbackConfig
+	addrs := map[string]bool{}
+	for _, h := range append([]*pgconn.FallbackConfig{{Host: pcfg.Host, Port: pcfg.Port, TLSConfig: pcfg.TLSConfig}}, pcfg.Fallbacks...) {
+		addr := net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		if !addrs[addr] {
+			addrs[addr] = true
+			hosts = append(hosts, h)
+		}
+	}
+	env := mappings.FailoverEnv{SlotFailover: cfg.Streamer.SlotFailover, Server: srv, Hosts: len(hosts), TargetSessionAttrs: targetSessionAttrs(cfg.Postgres.DSN)}
+	for _, h := range hosts {
+		addr := net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		one := pcfg.Copy()
+		one.Host, one.Port, one.TLSConfig, one.Fallbacks, one.ValidateConnect = h.Host, h.Port, h.TLSConfig, nil, nil
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, err := pgx.ConnectConfig(cctx, one)
+		if err != nil {
+			cancel()
+			env.Others = append(env.Others, mappings.ServerSettings{Addr: addr, Err: err.Error()})
+			continue
+		}
+		s, err := mappings.ReadServerSettings(cctx, c, addr)
+		c.Close(context.Background())
+		cancel()
+		switch {
+		case err != nil:
+			env.Others = append(env.Others, mappings.ServerSettings{Addr: addr, Err: err.Error()})
+		case s.Instance != srv.Instance: // not the server conn is on
+			env.Others = append(env.Others, s)
+		}
+	}
+	return mappings.CheckFailover(env)
+}
+
+// targetSessionAttrs is postgres.dsn's target_session_attrs (URI or
+// key=value form, else PGTARGETSESSIONATTRS); "" when not set.
+func targetSessionAttrs(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			if v := u.Query().Get("target_session_attrs"); v != "" {
+				return v
+			}
+		}
+	} else if m := tsaKeyword.FindStringSubmatch(dsn); m != nil {
+		return m[1]
+	}
+	return os.Getenv("PGTARGETSESSIONATTRS")
+}
+
+var tsaKeyword = regexp.MustCompile(`(?:^|\s)target_session_attrs\s*=\s*'?([a-z-]+)`)
 
 // checkSearch asks each configured search engine what it is: the wrong
 // kind under a section, an unsupported version or no answer are errors; a

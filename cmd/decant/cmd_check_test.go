@@ -8,8 +8,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/mappings"
@@ -330,5 +334,96 @@ CREATE PUBLICATION decant FOR ALL TABLES`)
 				t.Errorf("exit %d, want %d and %q in:\n%s%s", code, c.code, c.want, out, errOut)
 			}
 		})
+	}
+}
+
+// TestCheckFailoverSettings: decant check with a postgres.dsn listing the
+// primary and the standby of e2e/infra/pg.sh failover-up (PostgreSQL 17+,
+// issue 16) reads both; the pair as set up passes with no failover
+// problem, and each setting undone is reported with the server it is on.
+// Every combination is in mappings.TestCheckFailover.
+func TestCheckFailoverSettings(t *testing.T) {
+	pair := testenv.Failover(t)
+	pg := testenv.PostgresOn(t, pair.Admin)
+	pg.Exec(t, shopSQL(t))
+	pg.Exec(t, `ALTER TABLE orders REPLICA IDENTITY FULL;
+ALTER TABLE order_lines REPLICA IDENTITY FULL;
+CREATE PUBLICATION decant FOR ALL TABLES`)
+	failoverProblems := func(dsn string) (int, []string, string) {
+		t.Helper()
+		code, out, errOut := runCmd(t, "check", "--config", writeConfig(t, dsn, true, map[string]string{"shop.yaml": productExample}), "--json")
+		var rep mappings.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s%s", err, out, errOut)
+		}
+		var got []string
+		for _, p := range rep.Problems {
+			if strings.Contains(p.Message, "synchroniz") || strings.Contains(p.Message, "standby") || strings.Contains(p.Message, "target_session_attrs") {
+				got = append(got, p.String())
+			}
+		}
+		return code, got, out
+	}
+	if code, got, out := failoverProblems(pg.DSN); code != 0 || len(got) != 0 {
+		t.Fatalf("the failover pair as set up: exit %d, failover problems %q\n%s", code, got, out)
+	}
+	standby := pgAt(t, pair.Standby)
+	primary := pgAt(t, pair.Primary)
+	for _, sql := range []struct {
+		conn *pgx.Conn
+		sql  string
+	}{
+		{standby, `ALTER SYSTEM SET sync_replication_slots = off`}, {standby, `SELECT pg_reload_conf()`},
+		{primary, `ALTER SYSTEM RESET synchronized_standby_slots`}, {primary, `SELECT pg_reload_conf()`},
+	} {
+		if _, err := sql.conn.Exec(context.Background(), sql.sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	su, _ := url.Parse(pair.Standby)
+	standbyAddr := su.Host
+	want := []string{"warning: synchronized_standby_slots is empty on the primary", "warning: the standby " + standbyAddr + " has sync_replication_slots = off"}
+	testenv.WaitFor(t, "decant check to report the settings undone", 30*time.Second, func() (bool, error) {
+		code, got, _ := failoverProblems(pg.DSN)
+		ok := code == 0 && len(got) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			ok = strings.Contains(got[i], want[i])
+		}
+		return ok, fmt.Errorf("exit %d, problems %q, want %q", code, got, want)
+	})
+	// Without target_session_attrs decant may reach the standby first.
+	u, _ := url.Parse(pg.DSN)
+	q := u.Query()
+	q.Del("target_session_attrs")
+	u.RawQuery = q.Encode()
+	if _, got, out := failoverProblems(u.String()); !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "without target_session_attrs=primary") }) {
+		t.Errorf("a DSN of two hosts without target_session_attrs: problems %q\n%s", got, out)
+	}
+}
+
+// pgAt connects to dsn for the test.
+func pgAt(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func TestTargetSessionAttrs(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgresql://u@db1:5432,db2:5432/shop?target_session_attrs=primary":      "primary",
+		"postgres://u@db1/shop?sslmode=disable&target_session_attrs=read-write":   "read-write",
+		"host=db1,db2 port=5432,5432 dbname=shop target_session_attrs=primary":    "primary",
+		"host=db1 dbname=shop target_session_attrs = 'read-write' user=decant":    "read-write",
+		"postgresql://u@db1:5432,db2:5432/shop":                                   "",
+		"host=db1,db2 dbname=shop application_name=xtarget_session_attrs=primary": "",
+	} {
+		t.Setenv("PGTARGETSESSIONATTRS", "")
+		if got := targetSessionAttrs(dsn); got != want {
+			t.Errorf("targetSessionAttrs(%q) = %q, want %q", dsn, got, want)
+		}
 	}
 }

@@ -22,7 +22,7 @@ func preview(ctx context.Context, c *call) int {
 	if err != nil {
 		return c.fail(2, err)
 	}
-	doc, err := resolver.Preview(ctx, st.pool, a, key)
+	doc, err := resolver.Preview(ctx, st.build, a, key)
 	if err != nil {
 		return c.fail(1, err)
 	}

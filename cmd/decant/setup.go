@@ -36,12 +36,20 @@ type stack struct {
 	model *mappings.Model
 	cat   *mappings.Catalog
 	pool  *pgxpool.Pool
+	// build is the pool the build stage and preview read documents
+	// from: postgres.build_dsn's, else pool.
+	build *pgxpool.Pool
 	kopts []kgo.Opt
 	rcfg  resolver.Config
 	reg   *prometheus.Registry // every metric of this process, served on /metrics
 }
 
-func (s *stack) close() { s.pool.Close() }
+func (s *stack) close() {
+	if s.build != s.pool {
+		s.build.Close()
+	}
+	s.pool.Close()
+}
 
 // openStack loads the config and opens the stack, its connections named
 // decant-<command> (application_name); see openStackFrom.
@@ -78,12 +86,19 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 	if err != nil {
 		return nil, err
 	}
+	build := pool
+	if cfg.Postgres.BuildDSN != "" {
+		if build, err = resolver.NewPool(ctx, cfg.Postgres.BuildDSN, appName, 0); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres.build_dsn: %w", err)
+		}
+	}
 	log := cfg.Log.NewLogger(stderr)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
 	rcfg := resolver.ConfigFrom(cfg, kopts, log, reg)
-	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, kopts: kopts, rcfg: rcfg, reg: reg}, nil
+	return &stack{cfg: cfg, log: log, model: model, cat: cat, pool: pool, build: build, kopts: kopts, rcfg: rcfg, reg: reg}, nil
 }
 
 // openTracker connects to Kafka, checks that a broker answers and returns

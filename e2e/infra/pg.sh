@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts/stops a throwaway PostgreSQL cluster for decant's tests.
 #   e2e/infra/pg.sh up | down [--clean] | status | install | bin
+#                   | standby-up | standby-down [--clean]     (16+, below)
+#                   | failover-up | failover-down [--clean]   (17+, below)
 #
 # DECANT_PG_VERSION picks the major (see common.sh):
 #   15 (default)  Debian's postgresql-15 (apt-get when missing), port 55432,
@@ -31,6 +33,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 V="$DECANT_PG_VERSION"
 if [ "$V" = 15 ]; then NAME=pg; else NAME="pg$V"; fi
+NAME="${DECANT_PG_NAME:-$NAME}" # another cluster of the same major (failover-up)
 PGDATA="$DATA_DIR/$NAME"
 PGLOG="$LOG_DIR/$NAME.log"
 SOCKDIR="/tmp"
@@ -274,6 +277,15 @@ port = $DECANT_PG_STANDBY_PORT
 hot_standby = on
 hot_standby_feedback = on
 CONF
+    if [ -n "${DECANT_PG_STANDBY_SYNC:-}" ]; then
+      # Failover slots (17+): the slot sync worker copies the primary's
+      # failover slots; it needs a dbname in primary_conninfo, the physical
+      # slot (primary_slot_name, written by -R -S) and hot_standby_feedback.
+      cat >>"$SB_DATA/postgresql.auto.conf" <<CONF
+primary_conninfo = 'host=127.0.0.1 port=$DECANT_PG_PORT user=postgres dbname=postgres application_name=decant_standby'
+sync_replication_slots = on
+CONF
+    fi
   fi
   log "starting PostgreSQL $V standby on 127.0.0.1:$DECANT_PG_STANDBY_PORT (log $SB_LOG)"
   as_pg "$BIN/pg_ctl" -D "$SB_DATA" -l "$SB_LOG" -w -t 120 start >/dev/null \
@@ -298,6 +310,36 @@ standby_down() {
   fi
 }
 
+# --- a failover pair (17+): a primary and a standby that keeps its failover slots
+# failover-up starts, afresh each time (a failover consumes the pair), a
+# primary of its own, data/pg<major>-failover on $DECANT_PG_FAILOVER_PORT
+# (556<major>), and its hot standby on $DECANT_PG_FAILOVER_STANDBY_PORT
+# (557<major>) with sync_replication_slots = on, a dbname in
+# primary_conninfo and primary_slot_name decant_standby; then, on the
+# primary only (a standby copying it would wait for a slot it lacks once
+# promoted), synchronized_standby_slots = 'decant_standby'. The default
+# clusters of pg.sh up and standby-up are left alone. failover-down [--clean]
+# stops both (whichever is left after a test killed one).
+: "${DECANT_PG_FAILOVER_PORT:=556$V}"
+: "${DECANT_PG_FAILOVER_STANDBY_PORT:=557$V}"
+
+failover_pg() {
+  env DECANT_PG_NAME="pg$V-failover" DECANT_PG_PORT="$DECANT_PG_FAILOVER_PORT" \
+    DECANT_PG_STANDBY_PORT="$DECANT_PG_FAILOVER_STANDBY_PORT" DECANT_PG_STANDBY_SYNC=1 bash "$INFRA_SRC/pg.sh" "$@"
+}
+
+failover_up() {
+  [ "$V" -ge 17 ] || die "failover slots need PostgreSQL 17+ (DECANT_PG_VERSION=$V)"
+  failover_pg down --clean
+  failover_pg up
+  failover_pg standby-up
+  BIN=$(pg_bin)
+  as_pg "$(isready_bin | xargs dirname)/psql" -h 127.0.0.1 -p "$DECANT_PG_FAILOVER_PORT" -U postgres -d postgres -qAt \
+    -c "ALTER SYSTEM SET synchronized_standby_slots = 'decant_standby'" -c "SELECT pg_reload_conf()" >/dev/null \
+    || die "could not set synchronized_standby_slots on 127.0.0.1:$DECANT_PG_FAILOVER_PORT"
+  log "PostgreSQL $V failover pair ready: primary 127.0.0.1:$DECANT_PG_FAILOVER_PORT, standby 127.0.0.1:$DECANT_PG_FAILOVER_STANDBY_PORT"
+}
+
 case "${1:-}" in
   up) up ;;
   down) shift; down "${1:-}" ;;
@@ -306,5 +348,7 @@ case "${1:-}" in
   bin) ensure_installed; pg_bin ;;
   standby-up) standby_up ;;
   standby-down) shift; standby_down "${1:-}" ;;
-  *) echo "usage: $0 up|down [--clean]|status|install|bin|standby-up|standby-down [--clean]" >&2; exit 2 ;;
+  failover-up) failover_up ;;
+  failover-down) shift; failover_pg down "${1:-}" ;;
+  *) echo "usage: $0 up|down [--clean]|status|install|bin|standby-up|standby-down [--clean]|failover-up|failover-down [--clean]" >&2; exit 2 ;;
 esac

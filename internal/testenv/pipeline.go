@@ -45,6 +45,9 @@ type PipelineSpec struct {
 	// PGAddr and ESAddr, when set, replace the host:port through which
 	// decant reaches PostgreSQL and Elasticsearch (proxies).
 	PGAddr, ESAddr string
+	// PGAdmin is the maintenance DSN of the server the test's database is
+	// created on (PostgresOn). Default: PGAdminDSN().
+	PGAdmin string
 }
 
 // Pipeline is one test's database, topic prefix, index prefix, slot, and a
@@ -67,7 +70,10 @@ type Pipeline struct {
 // NewPipeline creates the servers' side of spec and writes the config.
 func NewPipeline(t *testing.T, spec PipelineSpec) *Pipeline {
 	t.Helper()
-	p := &Pipeline{T: t, PG: Postgres(t), Kafka: Kafka(t), ES: Elasticsearch(t), Dir: t.TempDir(), Slot: "decant_" + Suffix()}
+	if spec.PGAdmin == "" {
+		spec.PGAdmin = PGAdminDSN()
+	}
+	p := &Pipeline{T: t, PG: PostgresOn(t, spec.PGAdmin), Kafka: Kafka(t), ES: Elasticsearch(t), Dir: t.TempDir(), Slot: "decant_" + Suffix()}
 	p.Alias = p.ES.Prefix + "-" + spec.Aggregate
 	if spec.HTTP {
 		p.HTTP = FreePort(t)

@@ -146,10 +146,18 @@ func truncate(s string, n int) string {
 // its replication slots) when the test ends.
 func Postgres(t testing.TB) *PG {
 	t.Helper()
+	return PostgresOn(t, PGAdminDSN())
+}
+
+// PostgresOn is Postgres on the server whose maintenance database is
+// adminDSN (a multi-host DSN too: the database's DSN keeps its hosts and
+// parameters).
+func PostgresOn(t testing.TB, adminDSN string) *PG {
+	t.Helper()
 	Integration(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, PGAdminDSN())
+	admin, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		unavailable(t, "PostgreSQL", err)
 	}
@@ -162,14 +170,14 @@ func Postgres(t testing.TB) *PG {
 			t.Fatalf("PostgreSQL: server version: %v", err)
 		}
 		if got != want {
-			t.Fatalf("PostgreSQL at %s is version %d, DECANT_PG_VERSION wants %d", PGAdminDSN(), got, want)
+			t.Fatalf("PostgreSQL at %s is version %d, DECANT_PG_VERSION wants %d", adminDSN, got, want)
 		}
 	}
 	name := "decant_" + Suffix()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("PostgreSQL: create database %s: %v", name, err)
 	}
-	u, err := url.Parse(PGAdminDSN())
+	u, err := url.Parse(adminDSN)
 	if err != nil {
 		t.Fatalf("DECANT_TEST_PG_DSN: %v", err)
 	}
@@ -183,7 +191,7 @@ func Postgres(t testing.TB) *PG {
 		p.Pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, PGAdminDSN())
+		c, err := pgx.Connect(ctx, adminDSN)
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return
