@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/ctxtime"
@@ -182,7 +183,13 @@ func (st *streamState) emitChunk(ctx context.Context, j *tableJob, c *chunk) chu
 // watermarks. An error ends the session (setFatal); a request that cannot
 // be honoured is marked with its error and left.
 func (s *Streamer) runTableSnapshots(ctx context.Context, pool *pgxpool.Pool) {
-	view, err := s.newStateView()
+	if err := s.ensureTopic(ctx, s.stateTopic(), 1, wire.StateTopicConfigs()); err != nil {
+		if ctx.Err() == nil {
+			s.setFatal(err)
+		}
+		return
+	}
+	view, err := newStateView(s.cfg.Kafka, s.stateTopic())
 	if err != nil {
 		s.setFatal(err)
 		return
@@ -296,38 +303,63 @@ func (s *Streamer) snapshotTableOnline(ctx context.Context, pool *pgxpool.Pool, 
 	}
 }
 
+// rowQuerier is a *pgx.Conn or a *pgxpool.Pool.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CheckOnlineTable says, reading the catalog only, whether table
+// ("schema.table") can be snapshotted online (`decant snapshot`): it
+// exists, has a primary key, and is in the publication or may be added
+// to it (createPublication). A refusal says what to do.
+func CheckOnlineTable(ctx context.Context, db rowQuerier, publication string, createPublication bool, table string) error {
+	_, _, err := checkOnlineTable(ctx, db, publication, createPublication, table)
+	return err
+}
+
+func checkOnlineTable(ctx context.Context, db rowQuerier, publication string, createPublication bool, table string) (oid uint32, published bool, err error) {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok || schema == "" || name == "" {
+		return 0, false, errRefused{fmt.Sprintf("table %q: name it schema.table, e.g. public.orders", table)}
+	}
+	var hasPK bool
+	err = db.QueryRow(ctx, `SELECT c.oid, EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
+  EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = n.nspname AND pt.tablename = c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name, publication).Scan(&oid, &hasPK, &published)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, errRefused{fmt.Sprintf("table %s does not exist (names are case-sensitive)", table)}
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read table %s: %w", table, err)
+	}
+	if !hasPK {
+		return 0, false, errRefused{fmt.Sprintf("table %s has no primary key: an online snapshot reads a table in primary-key order", table)}
+	}
+	if !published && !createPublication {
+		return 0, false, errRefused{fmt.Sprintf("table %s is not in publication %s and postgres.create_publication is false: run ALTER PUBLICATION %s ADD TABLE %s; first",
+			table, publication, pgx.Identifier{publication}.Sanitize(), pgx.Identifier{schema, name}.Sanitize())}
+	}
+	return oid, published, nil
+}
+
 // prepareTableJob checks the table, adds it to the publication when it is
 // not in it (postgres.create_publication), and builds its relation as
 // pgoutput will send it.
 func (s *Streamer) prepareTableJob(ctx context.Context, pool *pgxpool.Pool, table string) (*tableJob, error) {
-	schema, name, ok := strings.Cut(table, ".")
-	if !ok {
-		return nil, errRefused{fmt.Sprintf("table %q: name it schema.table", table)}
-	}
-	var oid uint32
-	err := pool.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&oid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errRefused{fmt.Sprintf("table %s does not exist", table)}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read table %s: %w", table, err)
-	}
-	published, listed, gen18, err := s.publishedTable(ctx, pool, schema, name)
+	oid, published, err := checkOnlineTable(ctx, pool, s.cfg.Publication, s.cfg.CreatePublication, table)
 	if err != nil {
 		return nil, err
 	}
+	schema, name, _ := strings.Cut(table, ".")
 	if !published {
-		if !s.cfg.CreatePublication {
-			return nil, errRefused{fmt.Sprintf("table %s is not in publication %s and postgres.create_publication is false: run ALTER PUBLICATION %s ADD TABLE %s; and request the snapshot again",
-				table, s.cfg.Publication, pgx.Identifier{s.cfg.Publication}.Sanitize(), pgx.Identifier{schema, name}.Sanitize())}
-		}
 		if err := s.addToPublication(ctx, pool, []string{table}); err != nil {
 			return nil, err
 		}
-		if _, listed, gen18, err = s.publishedTable(ctx, pool, schema, name); err != nil {
-			return nil, err
-		}
+	}
+	_, listed, gen18, err := s.publishedTable(ctx, pool, schema, name)
+	if err != nil {
+		return nil, err
 	}
 	all, pk, generated, err := tableColumns(ctx, pool, oid)
 	if err != nil {
@@ -618,48 +650,45 @@ func (s *Streamer) requestMappedTables(ctx context.Context, pool *pgxpool.Pool) 
 
 // stateView follows the state topic: the latest value of each key.
 type stateView struct {
-	s      *Streamer
 	cl     *kgo.Client
+	adm    *kadm.Client
+	topic  string
 	values map[string][]byte
 	next   int64 // the offset to read next
 }
 
-func (s *Streamer) newStateView() (*stateView, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.cfg.Kafka...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.stateTopic(): {0: kgo.NewOffset().AtStart()}}))...)
+func newStateView(kopts []kgo.Opt, topic string) (*stateView, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, kopts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return nil, err
 	}
-	return &stateView{s: s, cl: cl, values: map[string][]byte{}}, nil
+	return &stateView{cl: cl, adm: kadm.NewClient(cl), topic: topic, values: map[string][]byte{}}, nil
 }
 
 func (v *stateView) close() { v.cl.Close() }
 
-// catchUp reads the state topic up to its end offset now.
+// catchUp reads the state topic (which must exist) up to its end offset now.
 func (v *stateView) catchUp(ctx context.Context) error {
-	topic := v.s.stateTopic()
-	if err := v.s.ensureTopic(ctx, topic, 1, wire.StateTopicConfigs()); err != nil {
-		return err
-	}
-	ends, err := v.s.admin.ListEndOffsets(ctx, topic)
+	ends, err := v.adm.ListEndOffsets(ctx, v.topic)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", topic, err)
+		return fmt.Errorf("read %s: %w", v.topic, err)
 	}
-	end, ok := ends.Lookup(topic, 0)
+	end, ok := ends.Lookup(v.topic, 0)
 	if !ok || end.Err != nil {
-		return fmt.Errorf("read %s: no end offset (%v)", topic, end.Err)
+		return fmt.Errorf("read %s: no end offset (%v)", v.topic, end.Err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for v.next < end.Offset {
 		fs := v.cl.PollFetches(rctx)
 		if err := rctx.Err(); err != nil {
-			return fmt.Errorf("read %s: %w", topic, err)
+			return fmt.Errorf("read %s: %w", v.topic, err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
-			return fmt.Errorf("read %s: %w", topic, ferr)
+			return fmt.Errorf("read %s: %w", v.topic, ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v.next = r.Offset + 1
@@ -671,6 +700,21 @@ func (v *stateView) catchUp(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// ReadTableSnapshot reads the latest state of table's online snapshot for
+// slot from the state topic of topicPrefix; false when there is none.
+func ReadTableSnapshot(ctx context.Context, kopts []kgo.Opt, topicPrefix, slot, table string) (wire.TableSnapshot, bool, error) {
+	v, err := newStateView(kopts, wire.StateTopic(topicPrefix))
+	if err != nil {
+		return wire.TableSnapshot{}, false, err
+	}
+	defer v.close()
+	if err := v.catchUp(ctx); err != nil {
+		return wire.TableSnapshot{}, false, err
+	}
+	ts, ok := v.latest(slot, table)
+	return ts, ok, nil
 }
 
 // latest is the state of a table's online snapshot.
