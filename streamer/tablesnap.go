@@ -264,7 +264,7 @@ func (s *Streamer) snapshotTableOnline(ctx context.Context, pool *pgxpool.Pool, 
 		return fmt.Errorf("snapshot id %q: %w", req.ID, err)
 	}
 	s.log.Info("online snapshot of table started", "table", req.Table, "id", req.ID, "resume_after", string(req.LastKey))
-	started, lastLog := time.Now(), time.Now()
+	started, lastLog, lastCatchUp := time.Now(), time.Now(), time.Now()
 	for n := 0; ; n++ {
 		if newer, ok := view.latest(s.cfg.Slot, req.Table); ok && newer.ID == "" && !newer.Done && newer.Time != req.Time {
 			s.log.Info("online snapshot of table requested again; starting over", "table", req.Table)
@@ -293,8 +293,11 @@ func (s *Streamer) snapshotTableOnline(ctx context.Context, pool *pgxpool.Pool, 
 			s.log.Info("online snapshot of table complete", "table", req.Table, "rows", req.Rows, "took", time.Since(started).Round(time.Millisecond))
 			return view.catchUp(ctx)
 		}
-		if err := view.catchUp(ctx); err != nil {
-			return err
+		if time.Since(lastCatchUp) > time.Second { // for a new request of the same table
+			if err := view.catchUp(ctx); err != nil {
+				return err
+			}
+			lastCatchUp = time.Now()
 		}
 		if time.Since(lastLog) > 10*time.Second {
 			s.log.Info("online snapshot progress", "table", req.Table, "rows", req.Rows, "last_key", string(req.LastKey))
