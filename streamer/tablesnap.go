@@ -325,11 +325,12 @@ func checkOnlineTable(ctx context.Context, db rowQuerier, publication string, cr
 	if !ok || schema == "" || name == "" {
 		return 0, false, errRefused{fmt.Sprintf("table %q: name it schema.table, e.g. public.orders", table)}
 	}
-	var hasPK bool
+	var hasPK, standby bool
 	err = db.QueryRow(ctx, `SELECT c.oid, EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
-  EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = n.nspname AND pt.tablename = c.relname)
+  EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = n.nspname AND pt.tablename = c.relname),
+  pg_is_in_recovery()
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name, publication).Scan(&oid, &hasPK, &published)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name, publication).Scan(&oid, &hasPK, &published, &standby)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, errRefused{fmt.Sprintf("table %s does not exist (names are case-sensitive)", table)}
 	}
@@ -338,6 +339,9 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, na
 	}
 	if !hasPK {
 		return 0, false, errRefused{fmt.Sprintf("table %s has no primary key: an online snapshot reads a table in primary-key order", table)}
+	}
+	if standby {
+		return 0, false, errRefused{fmt.Sprintf("postgres.dsn is a hot standby: an online snapshot of %s writes watermarks to the WAL, which a standby cannot; add the table to the publication on the primary and recreate the slot, or stream from the primary", table)}
 	}
 	if !published && !createPublication {
 		return 0, false, errRefused{fmt.Sprintf("table %s is not in publication %s and postgres.create_publication is false: run ALTER PUBLICATION %s ADD TABLE %s; first",
@@ -622,6 +626,13 @@ func RequestTableSnapshot(ctx context.Context, cl *kgo.Client, topicPrefix strin
 func (s *Streamer) requestMappedTables(ctx context.Context, pool *pgxpool.Pool) (added []string, err error) {
 	if !s.cfg.CreatePublication || len(s.cfg.Tables) == 0 {
 		return nil, nil
+	}
+	var standby bool
+	if err := pool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return nil, fmt.Errorf("read pg_is_in_recovery(): %w", err)
+	}
+	if standby {
+		return nil, nil // read-only: decant check names the tables to add on the primary
 	}
 	for _, t := range s.cfg.Tables {
 		schema, name, ok := strings.Cut(t, ".")
