@@ -49,3 +49,24 @@ func TestChunkSQL(t *testing.T) {
 		t.Errorf("next chunk:\n%s %v\nwant\n%s", next, args, want)
 	}
 }
+
+// A chunk is read again, producing nothing, when a transaction its read
+// did not see committed before its low watermark (the history says so),
+// or when the table was truncated in its window; history below the read's
+// xmin is pruned once a chunk is produced.
+func TestEmitChunkRetries(t *testing.T) {
+	st := &streamState{}
+	j := &tableJob{history: map[uint32]uint64{105: 10, 99: 5}, lowLSN: 20, touched: map[string]bool{}}
+	c := &chunk{xmin: 100, xip: []uint32{105}, keys: [][]byte{[]byte(`{"id":1}`)}, rows: [][]byte{[]byte(`{"id":1}`)}}
+	if res := st.emitChunk(t.Context(), j, c); res.mark != nil || res.retry == "" {
+		t.Fatalf("a transaction invisible to the read committed before the low watermark: %+v, want a retry", res)
+	}
+	j.history[105] = 30 // committed after the low watermark: its keys are in touched
+	j.truncated = true
+	if res := st.emitChunk(t.Context(), j, c); res.mark != nil || res.retry == "" {
+		t.Fatalf("truncated in the window: %+v, want a retry", res)
+	}
+	if len(j.history) != 2 {
+		t.Fatalf("history pruned by a chunk that was not produced: %v", j.history)
+	}
+}
