@@ -137,7 +137,9 @@ func TestCheckTableOutsidePublication(t *testing.T) {
 	}{
 		{"create_publication false", false, func(*CheckEnv) {}, "error: "},
 		{"create_publication true", true, func(*CheckEnv) {}, "warning: "},
-		{"a standby", true, func(e *CheckEnv) { e.Standby, e.HotStandbyFeedback, e.PrimarySlotName, e.ServerVersionNum = true, "on", "s", 160010 }, "error: "},
+		{"a standby", true, func(e *CheckEnv) {
+			e.Standby, e.HotStandbyFeedback, e.PrimarySlotName, e.ServerVersionNum = true, "on", "s", 160010
+		}, "error: "},
 	} {
 		env := base
 		env.CreatePublication = tc.create
