@@ -144,9 +144,15 @@ func topicRecords(t *testing.T, p *testenv.Pipeline, topic string) []*kgo.Record
 // reviewsSnapshot is the latest state of the reviews table's online
 // snapshot in the state topic.
 func reviewsSnapshot(t *testing.T, p *testenv.Pipeline) (wire.TableSnapshot, bool) {
+	return topicSnapshotState(t, p, "public.reviews")
+}
+
+// topicSnapshotState is the latest state of table's online snapshot in
+// the state topic.
+func topicSnapshotState(t *testing.T, p *testenv.Pipeline, table string) (wire.TableSnapshot, bool) {
 	var ts wire.TableSnapshot
 	found := false
-	key := wire.TableSnapshotKey(p.Slot, "public.reviews")
+	key := wire.TableSnapshotKey(p.Slot, table)
 	for _, r := range topicRecords(t, p, wire.StateTopic(p.Kafka.Prefix)) {
 		if string(r.Key) == key && r.Value != nil {
 			found = json.Unmarshal(r.Value, &ts) == nil
@@ -274,13 +280,21 @@ func TestRunSnapshotsNewTableOnline(t *testing.T) {
 func TestSnapshotCommandUnderWrites(t *testing.T) {
 	p := newPipeline(t)
 	p.PG.Exec(t, `INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 2000) g;
-CREATE TABLE nokey (v int)`)
+CREATE TABLE nokey (v int);
+CREATE TABLE outside (id int PRIMARY KEY)`)
 	run := p.Start("run", []string{"DECANT_STREAMER_SNAPSHOT_CHUNK_ROWS=50"}, "run")
 	p.WaitConverged(90 * time.Second)
 
 	out, err := p.Decant("snapshot", "public.nokey")
 	if err == nil || !strings.Contains(out, "has no primary key") {
 		t.Fatalf("decant snapshot of a table without a primary key: %v, want a refusal naming it:\n%s", err, out)
+	}
+	refused, err := testenv.DecantCmd(t, []string{"DECANT_POSTGRES_CREATE_PUBLICATION=false"}, "snapshot", "public.outside", "--config", p.Config).CombinedOutput()
+	if err == nil || !strings.Contains(string(refused), `ALTER PUBLICATION "decant" ADD TABLE "public"."outside";`) {
+		t.Fatalf("decant snapshot of a table outside the publication with create_publication false: %v, want a refusal naming the ALTER PUBLICATION:\n%s", err, refused)
+	}
+	if ts, ok := topicSnapshotState(t, p, "public.outside"); ok {
+		t.Fatalf("a refused decant snapshot wrote a request: %+v", ts)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
