@@ -265,19 +265,31 @@ func (s *Streamer) snapshotTableOnline(ctx context.Context, pool *pgxpool.Pool, 
 	}
 	s.log.Info("online snapshot of table started", "table", req.Table, "id", req.ID, "resume_after", string(req.LastKey))
 	started, lastLog, lastCatchUp := time.Now(), time.Now(), time.Now()
+	retries := 0 // chunks read again in a row
 	for n := 0; ; n++ {
 		if newer, ok := view.latest(s.cfg.Slot, req.Table); ok && newer.ID == "" && !newer.Done && newer.Time != req.Time {
 			s.log.Info("online snapshot of table requested again; starting over", "table", req.Table)
 			return nil
 		}
 		c, res, err := s.snapshotChunk(ctx, pool, j, n, req.LastKey)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "42") {
+			// No privilege, or the table or a column is gone: retrying
+			// cannot help, and the stream goes on without it.
+			s.log.Error("online snapshot given up", "table", req.Table, "err", err)
+			req.Error = err.Error()
+			return s.writeTableSnapshot(ctx, req)
+		}
 		if err != nil {
 			return err
 		}
 		if res.mark == nil {
-			s.log.Debug("online snapshot chunk read again", "table", req.Table, "why", res.retry)
+			if retries++; retries%10 == 0 {
+				s.log.Info("online snapshot chunk read again", "table", req.Table, "times", retries, "why", res.retry)
+			}
 			continue
 		}
+		retries = 0
 		if err := s.waitAcked(ctx, res.mark); err != nil {
 			return err
 		}
@@ -330,9 +342,9 @@ func checkOnlineTable(ctx context.Context, db rowQuerier, publication string, cr
   EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = n.nspname AND pt.tablename = c.relname),
   pg_is_in_recovery()
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name, publication).Scan(&oid, &hasPK, &published, &standby)
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'r'`, schema, name, publication).Scan(&oid, &hasPK, &published, &standby)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, errRefused{fmt.Sprintf("table %s does not exist (names are case-sensitive)", table)}
+		return 0, false, errRefused{fmt.Sprintf("table %s does not exist (names are case-sensitive; a partitioned table is snapshotted through its partitions)", table)}
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("read table %s: %w", table, err)
