@@ -245,6 +245,10 @@ func TestRunSnapshotsNewTableOnline(t *testing.T) {
 	if !strings.Contains(run.Output(), "adding it and snapshotting it online") {
 		t.Fatalf("run-2 did not say it adds reviews to the publication:\n%s", run.Tail(40))
 	}
+	// decant status shows the snapshot left unfinished.
+	if out, _ := p.Decant("status"); !strings.Contains(out, "online snapshot of public.reviews: ") {
+		t.Fatalf("decant status does not show the unfinished snapshot of public.reviews:\n%s", out)
+	}
 	run = p.Start("run-3", chunkEnv, "run")
 	var done wire.TableSnapshot
 	testenv.WaitFor(t, "the online snapshot of reviews to be done", 3*time.Minute, func() (bool, error) {
