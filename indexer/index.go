@@ -31,6 +31,9 @@ type IndexSpec struct {
 	// Aggregate.IndexMapping).
 	Settings map[string]any
 	Mappings map[string]any
+	// DocumentSQL is the aggregate's filters and computed fields
+	// (Aggregate.DocumentSQL): part of the hash, not of the index body.
+	DocumentSQL []string
 	// ZeroReplicas adds number_of_replicas: 0 when Settings leave replicas
 	// out, so that a single-node cluster is green. Default: false (the
 	// cluster default, 1 replica).
@@ -39,13 +42,19 @@ type IndexSpec struct {
 
 // SpecFor returns the index spec of a bound aggregate.
 func SpecFor(a *mappings.Aggregate, zeroReplicas bool) IndexSpec {
-	return IndexSpec{Aggregate: a.Name, Alias: a.Index, Settings: a.IndexSettings(), Mappings: a.IndexMapping(), ZeroReplicas: zeroReplicas}
+	return IndexSpec{Aggregate: a.Name, Alias: a.Index, Settings: a.IndexSettings(), Mappings: a.IndexMapping(), DocumentSQL: a.DocumentSQL(), ZeroReplicas: zeroReplicas}
 }
 
-// Hash returns 8 hex digits of the SHA-256 of the settings and mappings.
+// Hash returns 8 hex digits of the SHA-256 of the settings and mappings,
+// and of the filters and computed fields when there are any (so the
+// hash of an aggregate without them is what it was before they counted).
 // The replica count is left out: it can change on a live index.
 func (s IndexSpec) Hash() string {
-	b, _ := json.Marshal(map[string]any{"settings": withoutReplicas(s.Settings), "mappings": s.Mappings}) // map keys sorted: deterministic
+	h := map[string]any{"settings": withoutReplicas(s.Settings), "mappings": s.Mappings}
+	if len(s.DocumentSQL) > 0 {
+		h["documents"] = s.DocumentSQL
+	}
+	b, _ := json.Marshal(h) // map keys sorted: deterministic
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:4])
 }

@@ -1,6 +1,8 @@
 package indexer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -195,6 +197,19 @@ func TestIndexSpec(t *testing.T) {
 	m.Mappings = map[string]any{"properties": map[string]any{"id": map[string]any{"type": "keyword"}, "name": map[string]any{"type": "text"}}}
 	if m.Hash() == h {
 		t.Error("a mapping change must change the hash")
+	}
+	// Filters and computed fields count (issue 18: a changed where: is
+	// reindexed), and only when there are some: the hash of an aggregate
+	// without them is the one of before.
+	old, _ := json.Marshal(map[string]any{"settings": s.Settings, "mappings": s.Mappings})
+	if sum := sha256.Sum256(old); hex.EncodeToString(sum[:4]) != h {
+		t.Error("the hash of an aggregate without filters or computed fields changed: every such index would be reindexed on upgrade")
+	}
+	f, g := s, s
+	f.DocumentSQL = []string{"aggregates.customer.where: deleted_at IS NULL"}
+	g.DocumentSQL = []string{"aggregates.customer.where: deleted_at IS NOT NULL"}
+	if f.Hash() == h || g.Hash() == f.Hash() {
+		t.Error("a filter change must change the hash")
 	}
 	var body struct {
 		Settings map[string]any `json:"settings"`

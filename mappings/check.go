@@ -200,8 +200,13 @@ func Check(model *Model, cat *Catalog, env CheckEnv) []Problem {
 				"role %s may not SELECT from it (snapshots and document builds read it)", env.User)
 		}
 		if env.PublicationExists && !published[tn] {
-			add(SeverityError, name, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, tn.Sanitize()),
-				"is not in publication %s: its changes would not be streamed", env.Publication)
+			if env.CreatePublication && !env.Standby {
+				add(SeverityWarning, name, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, tn.Sanitize()),
+					"is not in publication %s: decant run adds it (postgres.create_publication) and snapshots it online, which needs ownership of it", env.Publication)
+			} else {
+				add(SeverityError, name, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, tn.Sanitize()),
+					"is not in publication %s: its changes would not be streamed", env.Publication)
+			}
 		}
 		if need, lacking := beforeImageLacks(model, tn, t); len(lacking) > 0 {
 			add(SeverityError, name, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL;", tn.Sanitize()),

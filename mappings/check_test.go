@@ -111,3 +111,47 @@ func TestCheckStandby(t *testing.T) {
 		})
 	}
 }
+
+// A mapped table outside the publication (issue 18): an error naming the
+// ALTER PUBLICATION when decant may not change the publication (or the
+// DSN is a standby, where it cannot), a warning when decant run adds it
+// and snapshots it online.
+func TestCheckTableOutsidePublication(t *testing.T) {
+	cat := testCatalog(t, shopCatalog)
+	m := mustBind(t, cat, productExample)
+	base := CheckEnv{User: "decant", Replication: true, WALLevel: "logical", Publication: "decant", PublicationExists: true,
+		PublicationActions: []string{"delete", "insert", "truncate", "update"}, Slot: "decant", ServerVersionNum: 150004}
+	var left TableName
+	for _, tb := range cat.Tables {
+		if tb.Name.Name == "products" {
+			left = tb.Name
+			continue
+		}
+		base.PublicationTables = append(base.PublicationTables, tb.Name)
+	}
+	for _, tc := range []struct {
+		name   string
+		create bool
+		edit   func(*CheckEnv)
+		want   string
+	}{
+		{"create_publication false", false, func(*CheckEnv) {}, "error: "},
+		{"create_publication true", true, func(*CheckEnv) {}, "warning: "},
+		{"a standby", true, func(e *CheckEnv) {
+			e.Standby, e.HotStandbyFeedback, e.PrimarySlotName, e.ServerVersionNum = true, "on", "s", 160010
+		}, "error: "},
+	} {
+		env := base
+		env.CreatePublication = tc.create
+		tc.edit(&env)
+		var got []Problem
+		for _, p := range Check(m, cat, env) {
+			if p.Table == left.String() && strings.Contains(p.Message, "is not in publication decant") {
+				got = append(got, p)
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0].String(), tc.want) || !strings.Contains(got[0].Fix, `ALTER PUBLICATION "decant" ADD TABLE "public"."products";`) {
+			t.Errorf("%s: %v, want one %sproblem with the ALTER PUBLICATION", tc.name, got, tc.want)
+		}
+	}
+}

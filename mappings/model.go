@@ -181,6 +181,37 @@ type Node struct {
 	whereAt pos  // where: in its file, for problems with it
 }
 
+// DocumentSQL lists the SQL of the aggregate's filters (where:) and
+// computed fields (fields:), node by node in tree order ("path.where:
+// SQL", "path.fields.name: SQL"): what changes which documents exist and
+// what they hold without changing the index mapping. The index hash
+// covers it, so a changed filter or expression is reindexed like a
+// changed mapping. Empty when the aggregate has neither.
+func (a *Aggregate) DocumentSQL() []string {
+	var out []string
+	var walk func(n *Node)
+	walk = func(n *Node) {
+		if n.Where != "" {
+			out = append(out, n.Path+".where: "+n.Where)
+		}
+		for _, f := range n.Fields {
+			switch {
+			case f.Expr != "":
+				out = append(out, n.Path+".fields."+f.Name+": "+f.Expr)
+			case f.Relation != nil && f.Column == "":
+				out = append(out, n.Path+".fields."+f.Name+": "+f.Func+"("+f.Relation.Name+")")
+			case f.Relation != nil:
+				out = append(out, n.Path+".fields."+f.Name+": "+f.Func+"("+f.Relation.Name+"."+f.Column+")")
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(a.Root)
+	return out
+}
+
 // Field is one computed document key: Expr, a SQL expression over the
 // node's row (column names unqualified), or Func (count, max, min, sum,
 // avg) over the child node Relation (and its Column).

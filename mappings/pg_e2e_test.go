@@ -6,6 +6,7 @@ package mappings
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -429,5 +430,74 @@ aggregates:
 	wantMsg := `bad.yaml:6:13: aggregates.person.fields.full: fields.full: PostgreSQL refuses the expression on public.people: column "lastname" does not exist (at character 22 of the expression)`
 	if err == nil || !strings.Contains(err.Error(), wantMsg) {
 		t.Errorf("CheckSQL on a misspelt column: %v\nwant %s", err, wantMsg)
+	}
+}
+
+// TestPGInitExampleApplies (issue 18): the filter and computed fields that
+// decant init's header shows as an example, taken from the generated
+// text itself, are added to its customers aggregate on a shop whose
+// customers have the columns they name; the result binds, PostgreSQL
+// accepts the SQL (CheckSQL), and the documents are those the example
+// says: soft-deleted customers have none, full_name and order_count are
+// computed.
+func TestPGInitExampleApplies(t *testing.T) {
+	pg := sampleDB(t, "shop.sql")
+	pg.Exec(t, `ALTER TABLE customers ADD deleted_at timestamptz, ADD first_name text, ADD last_name text;
+UPDATE customers SET first_name = 'F' || id, last_name = 'L' || id;
+UPDATE customers SET deleted_at = now() WHERE id = (SELECT min(id) FROM customers)`)
+	cat := readCatalog(t, pg)
+	out, err := Init(cat, InitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The example: the comment lines after "e.g.:", indented.
+	var example []string
+	lines := strings.Split(string(out), "\n")
+	for i, l := range lines {
+		if strings.HasSuffix(l, "e.g.:") {
+			for _, e := range lines[i+1:] {
+				if !strings.HasPrefix(e, "#   ") {
+					break
+				}
+				example = append(example, strings.TrimPrefix(e, "#   "))
+			}
+		}
+	}
+	if len(example) != 2 || !strings.HasPrefix(example[0], "where:") || !strings.HasPrefix(example[1], "fields:") {
+		t.Fatalf("decant init's example is not the where: and fields: lines this test applies: %q", example)
+	}
+	const at = "  customers:\n    table: customers\n"
+	if !strings.Contains(string(out), at) {
+		t.Fatalf("decant init wrote no customers aggregate:\n%s", out)
+	}
+	applied := strings.Replace(string(out), at, at+"    "+example[0]+"\n    "+example[1]+"\n", 1)
+	m := mustBind(t, cat, applied)
+	if err := CheckSQL(context.Background(), pg.Pool, m); err != nil {
+		t.Fatalf("CheckSQL on decant init's example: %v\n%s", err, applied)
+	}
+	a := m.Aggregate("customers")
+	docs := build(t, pg, a, rootIDs(t, pg, a, raws("-1")))
+	for id, d := range docs {
+		if d == nil { // a root the filter leaves out is built as no document
+			delete(docs, id)
+		}
+	}
+	var want struct{ live, deleted int }
+	if err := pg.Pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at IS NOT NULL) FROM customers`).Scan(&want.live, &want.deleted); err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != want.live || want.deleted == 0 {
+		t.Fatalf("%d documents, want %d (the %d soft-deleted customers have none): %v", len(docs), want.live, want.deleted, docs)
+	}
+	for id, d := range docs {
+		doc := d.(map[string]any)
+		var orders int
+		if err := pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE customer_id = ($1::jsonb ->> 0)::int`, id).Scan(&orders); err != nil {
+			t.Fatal(err)
+		}
+		wantName := "F" + fmt.Sprint(doc["id"]) + " L" + fmt.Sprint(doc["id"])
+		if doc["full_name"] != wantName || fmt.Sprint(doc["order_count"]) != fmt.Sprint(orders) {
+			t.Errorf("document %s: full_name %v, order_count %v; want %q, %d", id, doc["full_name"], doc["order_count"], wantName, orders)
+		}
 	}
 }

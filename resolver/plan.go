@@ -311,14 +311,17 @@ func (p *planner) plan(changes []*wire.Change) (*plan, error) {
 }
 
 // planSnapshotRead plans a snapshot row: the first row of each snapshot
-// (aggregate and commit LSN) plans a rebuild of every document of the
+// (aggregate and the snapshot's source.lsn: an initial snapshot's rows
+// all carry its consistent point there, as commit LSN too; the rows of
+// an online table snapshot carry the LSN it started at, and each chunk's
+// high watermark as commit LSN) plans a rebuild of every document of the
 // aggregate (a root truncation); the rows themselves are skipped.
 func (p *planner) planSnapshotRead(out *plan, ch *wire.Change, routes []*mappings.Route, c cause) {
 	for _, r := range routes {
 		if !p.want(r.Aggregate) {
 			continue
 		}
-		k := r.Aggregate + "@" + ch.Source.CommitLSN
+		k := r.Aggregate + "@" + ch.Source.LSN
 		if p.snapshots[k] {
 			continue
 		}

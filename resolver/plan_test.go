@@ -350,7 +350,7 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	p := &planner{model: shopModel(t), want: func(string) bool { return true }}
 	row := func(id int, lsn string) *wire.Change {
 		c := change("r", "orders", "", fmt.Sprintf(`{"id":%d,"customer_id":1,"total":1}`, id), lsn, 0, int64(id))
-		c.Source.Snapshot = true
+		c.Source.Snapshot, c.Source.LSN = true, lsn // an initial snapshot's rows: both are its consistent point
 		return c
 	}
 	first, err := p.plan([]*wire.Change{row(1, "0/10"), row(2, "0/10")})
@@ -392,6 +392,25 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	}
 	if len(next.truncated) != n {
 		t.Fatalf("a new snapshot (new LSN) must rebuild again: got %d rebuilds, want %d", len(next.truncated), n)
+	}
+	// An online table snapshot (issue 18): its chunks' rows carry their
+	// chunk's high watermark as commit LSN and the snapshot's start as
+	// source.lsn; the whole snapshot rebuilds once.
+	online := func(id int, commit string) *wire.Change {
+		c := row(id, commit)
+		c.Source.LSN = "0/30"
+		return c
+	}
+	chunks, err := p.plan([]*wire.Change{online(5, "0/40"), online(6, "0/40"), online(7, "0/50")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := p.plan([]*wire.Change{online(8, "0/60")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks.truncated) != n || len(later.truncated) != 0 {
+		t.Fatalf("an online snapshot of three chunks planned %d and then %d rebuilds, want %d and 0", len(chunks.truncated), len(later.truncated), n)
 	}
 }
 

@@ -64,6 +64,9 @@ type Config struct {
 	MaxInFlight int
 	// TakeoverPoll is how often a standby checks whether the slot is free. Default: 2s.
 	TakeoverPoll time.Duration
+	// TablePoll is how often the streamer looks for requested online
+	// table snapshots (`decant snapshot`). Default: 2s.
+	TablePoll time.Duration
 	// SpoolDir holds the temporary files of transactions PostgreSQL streams
 	// before they commit (PostgreSQL 14+, those larger than the server's
 	// logical_decoding_work_mem). Default: the system temporary directory.
@@ -93,6 +96,7 @@ func (c *Config) defaults() {
 	config.OrDefault(&c.StatusInterval, d.Streamer.StatusInterval)
 	config.OrDefault(&c.MaxInFlight, d.Streamer.MaxInFlight)
 	config.OrDefault(&c.TakeoverPoll, 2*time.Second)
+	config.OrDefault(&c.TablePoll, 2*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

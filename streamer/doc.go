@@ -10,6 +10,14 @@
 // point, so nothing is missed or doubled. Later starts resume from the
 // slot's confirmed position.
 //
+// A table that joins later — one the mappings start using (added to the
+// publication when Config.CreatePublication allows) or one `decant
+// snapshot` names (RequestTableSnapshot) — is snapshotted online while
+// every other table streams: read in primary-key chunks between a low and
+// a high watermark written to the WAL, each chunk written at its high
+// watermark without the keys a change touched in between (tablesnap.go,
+// DESIGN.md "Online table snapshots").
+//
 // # Guarantees
 //
 //   - No loss: the slot's confirmed LSN advances only past transactions whose
@@ -20,6 +28,10 @@
 //   - Order: records of one key go to one partition in commit order.
 //   - No gap after a crash mid-snapshot: a marker in <prefix>.state says when
 //     the snapshot finished; a slot without it is dropped and the snapshot redone.
+//     An online table snapshot records there the last key of every chunk Kafka
+//     acknowledged, and resumes after it.
+//   - No stale snapshot row: an online snapshot's row is never written after a
+//     newer change of its key; each key's last record ends equal to the table.
 //   - Bounded memory: records stream to a producer with a bounded buffer
 //     (Config.MaxInFlight); a large transaction is streamed by PostgreSQL
 //     before it commits (protocol 2, PostgreSQL 14+) and spooled to an

@@ -22,6 +22,7 @@ type childConfig struct {
 	Brokers           []string
 	Partitions        int
 	Heartbeat         time.Duration
+	ChunkRows         int // SnapshotChunkRows
 }
 
 func TestMain(m *testing.M) {
@@ -32,7 +33,8 @@ func TestMain(m *testing.M) {
 func runChild(ctx context.Context, c childConfig, log *slog.Logger) int {
 	s, err := New(Config{DSN: c.DSN, Publication: "decant", CreatePublication: true, Slot: c.Slot, TopicPrefix: c.Prefix,
 		Partitions: c.Partitions, Kafka: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, StatusInterval: 200 * time.Millisecond,
-		HeartbeatInterval: c.Heartbeat, TakeoverPoll: 300 * time.Millisecond, Logger: log})
+		HeartbeatInterval: c.Heartbeat, TakeoverPoll: 300 * time.Millisecond, Logger: log,
+		SnapshotChunkRows: c.ChunkRows, TablePoll: 200 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -48,7 +50,7 @@ func runChild(ctx context.Context, c childConfig, log *slog.Logger) int {
 // startChild runs the test binary as a streamer process for e's database.
 func (e *env) startChild(logName string) *testenv.Proc {
 	e.t.Helper()
-	spec, _ := json.Marshal(childConfig{DSN: e.cfg.DSN, Slot: e.cfg.Slot, Prefix: e.cfg.TopicPrefix, Brokers: e.k.Brokers, Partitions: e.cfg.Partitions, Heartbeat: e.cfg.HeartbeatInterval})
+	spec, _ := json.Marshal(childConfig{DSN: e.cfg.DSN, Slot: e.cfg.Slot, Prefix: e.cfg.TopicPrefix, Brokers: e.k.Brokers, Partitions: e.cfg.Partitions, Heartbeat: e.cfg.HeartbeatInterval, ChunkRows: e.cfg.SnapshotChunkRows})
 	c, err := testenv.StartChild(e.t, logName, filepath.Join(e.t.TempDir(), logName+".log"), string(spec))
 	if err != nil {
 		e.t.Fatal(err)

@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastCommit:     metric.Gauge("decant_streamer_last_commit_timestamp_seconds", "Commit time of the last transaction seen (unix seconds)."),
 		produceLatency: metric.Seconds("decant_streamer_produce_latency_seconds", "Time from handing a record to the producer to Kafka's acknowledgement.", 14),
 		confirmedLSN:   metric.Gauge("decant_streamer_confirmed_lsn", "LSN (as a number) confirmed to the slot: every change before it is in Kafka."),
-		snapshotRows:   metric.Counter("decant_streamer_snapshot_rows_total", "Rows read by initial snapshots."),
+		snapshotRows:   metric.Counter("decant_streamer_snapshot_rows_total", "Rows read by snapshots: the initial one and online table snapshots."),
 		dlq:            metric.Counter("decant_streamer_dlq_total", "Raw events Kafka refused (for example too large), written to the dead-letter topic instead."),
 		streamedTxns:   metric.Counter("decant_streamer_spooled_transactions_total", "Transactions PostgreSQL streamed before their commit (larger than logical_decoding_work_mem), spooled to a temporary file."),
 	}

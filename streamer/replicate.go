@@ -52,6 +52,12 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	stopWatch := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stopWatch()
 	defer conn.SetReadDeadline(time.Time{})
+	// Online table snapshots run beside the loop, which sees their
+	// watermarks; they end with it.
+	jobCtx, stopJobs := context.WithCancel(ctx)
+	jobsDone := make(chan struct{})
+	go func() { defer close(jobsDone); s.runTableSnapshots(jobCtx, pool) }()
+	defer func() { stopJobs(); <-jobsDone }()
 	now := time.Now()
 	l := &receiveLoop{s: s, st: st, rep: rep, repl: repl,
 		nextStatus: now.Add(s.cfg.StatusInterval), progressLog: now.Add(30 * time.Second), checkClock: true}
@@ -463,9 +469,14 @@ func (st *streamState) apply(ctx context.Context, walStart uint64, msg pglogrepl
 		if st.cur == nil {
 			return fmt.Errorf("commit at %s without begin", wire.FormatLSN(uint64(m.CommitLSN)))
 		}
+		if j := st.s.job.Load(); j != nil {
+			j.committed(st.at.xid, st.at.commitLSN)
+		}
 		st.prog.close(st.cur, uint64(m.TransactionEndLSN))
 		st.cur = nil
 		st.s.met.lastCommit.Set(float64(m.CommitTime.UnixNano()) / 1e9)
+	case *pglogrepl.LogicalDecodingMessageV2:
+		st.watermark(ctx, m)
 	case *pglogrepl.TruncateMessageV2:
 		if st.cur == nil {
 			return errors.New("truncate outside a transaction")

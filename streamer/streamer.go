@@ -34,7 +34,8 @@ type Streamer struct {
 	admin   *kadm.Client
 	topics  sync.Map // topic name → struct{} once created
 	fatal   atomic.Pointer[error]
-	lastMsg atomic.Int64 // unix nanos of the last WAL message received
+	job     atomic.Pointer[tableJob] // the online table snapshot in progress (tablesnap.go)
+	lastMsg atomic.Int64             // unix nanos of the last WAL message received
 
 	closeOnce sync.Once
 	produced  atomic.Uint64 // records handed to the producer, for sampling
@@ -185,6 +186,10 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	if err := s.ensurePublication(ctx, pool); err != nil {
 		return err
 	}
+	added, err := s.requestMappedTables(ctx, pool)
+	if err != nil {
+		return err
+	}
 	// Rows that cannot be encoded or written go to the dead-letter topic.
 	if err := s.ensureTopic(ctx, wire.DLQTopic(s.cfg.TopicPrefix), int32(s.cfg.Partitions), wire.DLQTopicConfigs()); err != nil {
 		return err
@@ -199,9 +204,18 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 	}
 	defer repl.Close(context.Background())
 
-	start, err := s.takeSlot(ctx, pool, repl)
+	start, snapshotted, err := s.takeSlot(ctx, pool, repl)
 	if err != nil {
 		return err
+	}
+	if snapshotted {
+		// The tables just added were in the publication when the slot's
+		// snapshot read it: their online snapshot is not needed.
+		for _, t := range added {
+			if err := s.writeTableSnapshot(ctx, wire.TableSnapshot{Table: t, ID: wire.FormatLSN(start), Done: true}); err != nil {
+				return err
+			}
+		}
 	}
 	if err := s.startReplication(ctx, pool, repl, start); err != nil {
 		return err
@@ -237,41 +251,42 @@ func (s *Streamer) connectPool(ctx context.Context) (*pgxpool.Pool, error) {
 // process holds the slot. A slot a promoted standby synchronized from the
 // old primary (PostgreSQL 17+ failover slots) is an existing slot like
 // any other: it is resumed, never dropped or snapshotted again.
-func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn) (uint64, error) {
+// snapshotted says whether a new slot's initial snapshot was taken.
+func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.PgConn) (start uint64, snapshotted bool, err error) {
 	srv, err := readServer(ctx, pool)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	failover, err := s.wantFailover(srv)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	st, err := s.slotState(ctx, pool)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if st.exists && st.active {
-		return 0, errSlotBusy
+		return 0, false, errSlotBusy
 	}
 	if st.exists && st.synced && srv.inRecovery {
 		// Until its standby is promoted, a synchronized slot can be
 		// neither used nor dropped: a multi-host postgres.dsn reached the
 		// standby first. Wait for the promotion (or the primary).
-		return 0, fmt.Errorf("slot %s on this server is a copy synchronized from the primary and this server is still a standby: "+
+		return 0, false, fmt.Errorf("slot %s on this server is a copy synchronized from the primary and this server is still a standby: "+
 			"waiting for its promotion (add target_session_attrs=primary to a multi-host postgres.dsn)", s.cfg.Slot)
 	}
 	if st.exists && s.cfg.SnapshotMode == "initial" {
 		done, err := s.snapshotDone(ctx)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if !done {
 			s.log.Warn("slot exists but its initial snapshot never completed; dropping it to snapshot again")
 			if err := pglogrepl.DropReplicationSlot(ctx, repl, s.cfg.Slot, pglogrepl.DropReplicationSlotOptions{}); err != nil {
 				if isInUse(err) {
-					return 0, errSlotBusy
+					return 0, false, errSlotBusy
 				}
-				return 0, fmt.Errorf("drop unfinished slot %s: %w", s.cfg.Slot, err)
+				return 0, false, fmt.Errorf("drop unfinished slot %s: %w", s.cfg.Slot, err)
 			}
 			st.exists = false
 		}
@@ -282,11 +297,11 @@ func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgcon
 		}
 		if failover && !st.failover {
 			if err := alterSlotFailover(ctx, repl, s.cfg.Slot); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			s.log.Info("replication slot set to failover = true: standbys with sync_replication_slots = on keep a copy")
 		}
-		return st.confirmed, nil
+		return st.confirmed, false, nil
 	}
 	action := "EXPORT_SNAPSHOT"
 	if s.cfg.SnapshotMode == "never" {
@@ -296,22 +311,23 @@ func (s *Streamer) takeSlot(ctx context.Context, pool *pgxpool.Pool, repl *pgcon
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created by a peer meanwhile
-			return 0, errSlotBusy
+			return 0, false, errSlotBusy
 		}
-		return 0, fmt.Errorf("create slot %s: %w", s.cfg.Slot, err)
+		return 0, false, fmt.Errorf("create slot %s: %w", s.cfg.Slot, err)
 	}
 	cp, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	start := uint64(cp)
+	start = uint64(cp)
 	s.log.Info("created replication slot", "lsn", res.ConsistentPoint, "snapshot", res.SnapshotName, "failover", failover)
 	if s.cfg.SnapshotMode == "initial" {
 		if err := s.initialSnapshot(ctx, pool, res.SnapshotName, start); err != nil {
-			return 0, err
+			return 0, false, err
 		}
+		return start, true, nil
 	}
-	return start, nil
+	return start, false, nil
 }
 
 // startReplication starts logical replication on the slot from start.
@@ -319,7 +335,9 @@ func (s *Streamer) startReplication(ctx context.Context, pool *pgxpool.Pool, rep
 	// PostgreSQL 14+ streams transactions larger than logical_decoding_work_mem
 	// before they commit (protocol 2); decant spools them and emits them at
 	// commit, so PostgreSQL does not spill them to its own disk first.
-	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication), "messages 'false'"}
+	// Logical messages carry the watermarks of online table snapshots
+	// (tablesnap.go); others are ignored.
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication), "messages 'true'"}
 	var version int
 	if err := pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		return fmt.Errorf("read server version: %w", err)
@@ -469,6 +487,9 @@ func (s *Streamer) produce(ctx context.Context, rec record, m *txnMark, lsn uint
 	}{}
 	o.hdr = [2]kgo.RecordHeader{{Key: wire.HeaderLSN, Value: m.lsnText}, {Key: wire.HeaderOp, Value: opBytes[rec.op]}}
 	o.Record = kgo.Record{Topic: rec.topic, Key: rec.key, Value: rec.value, Headers: o.hdr[:]}
+	if j := s.job.Load(); j != nil && j.open >= 0 && rec.topic == j.rel.topic {
+		j.touch(rec.key) // a change inside an online snapshot chunk's window
+	}
 	// Produce latency is sampled (one record in 64): reading the clock
 	// twice per row is measurable at 100k rows/s.
 	if s.produced.Add(1)%64 != 0 {

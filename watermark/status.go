@@ -2,14 +2,17 @@ package watermark
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/wire"
 )
@@ -21,7 +24,10 @@ type Status struct {
 	Watermarks Watermarks       `json:"watermarks"`
 	DLQ        int64            `json:"dlq_records"`
 	Documents  map[string]int64 `json:"documents"`
-	Warnings   []string         `json:"warnings"`
+	// TableSnapshots are the slot's online table snapshots not done: in
+	// progress, requested, or refused (Error).
+	TableSnapshots []wire.TableSnapshot `json:"table_snapshots"`
+	Warnings       []string             `json:"warnings"`
 }
 
 // SlotStatus is the replication slot's state and WAL retention headroom.
@@ -60,6 +66,7 @@ func (t *Tracker) Status(ctx context.Context, count DocumentCounter) (*Status, e
 		})
 	}
 	st.Warnings = append(st.Warnings, t.durabilityWarnings(ctx)...)
+	st.TableSnapshots = t.tableSnapshots(ctx)
 	if count != nil {
 		for _, a := range t.cfg.Aggregates {
 			if n, ok := count(ctx, a); ok {
@@ -171,9 +178,60 @@ func (r *Status) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "documents: %s\n", strings.Join(parts, " "))
 	}
+	for _, ts := range r.TableSnapshots {
+		switch {
+		case ts.Error != "":
+			fmt.Fprintf(w, "online snapshot of %s refused: %s\n", ts.Table, ts.Error)
+		case ts.ID == "":
+			fmt.Fprintf(w, "online snapshot of %s requested, not started\n", ts.Table)
+		default:
+			fmt.Fprintf(w, "online snapshot of %s: %d rows so far, after key %s\n", ts.Table, ts.Rows, ts.LastKey)
+		}
+	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
+}
+
+// tableSnapshots reads the slot's online table snapshots that are not
+// done from the state topic (none when it cannot be read).
+func (t *Tracker) tableSnapshots(ctx context.Context) []wire.TableSnapshot {
+	out := []wire.TableSnapshot{}
+	topic := wire.StateTopic(t.cfg.TopicPrefix)
+	ends, err := t.ends(ctx, []string{topic})
+	if err != nil {
+		return out
+	}
+	end, ok := ends.Lookup(topic, 0)
+	if !ok || end.Err != nil || end.Offset == 0 {
+		return out
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, t.kopts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		return out
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	prefix := wire.TableSnapshotKey(t.cfg.Slot, "")
+	latest := map[string][]byte{}
+	for next := int64(0); next < end.Offset && rctx.Err() == nil; {
+		cl.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if strings.HasPrefix(string(r.Key), prefix) {
+				latest[string(r.Key)] = r.Value
+			}
+		})
+	}
+	for _, v := range latest {
+		var ts wire.TableSnapshot
+		if v != nil && json.Unmarshal(v, &ts) == nil && !ts.Done {
+			out = append(out, ts)
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.TableSnapshot) int { return strings.Compare(a.Table, b.Table) })
+	return out
 }
 
 // humanBytes renders a byte count with a binary unit.

@@ -31,15 +31,35 @@ func golden(t *testing.T, name, got string) {
 
 func TestTopicNames(t *testing.T) {
 	for got, want := range map[string]string{
-		RawTopic("shop", "public", "customers"): "shop.raw.public.customers",
-		StateTopic("shop"):                      "shop.state",
-		RefsTopic("shop", "customer"):           "shop.refs.customer",
-		AggTopic("shop", "customer"):            "shop.agg.customer",
-		DLQTopic("shop"):                        "shop.dlq",
-		SnapshotKey("decant_shop"):              "snapshot/decant_shop",
+		RawTopic("shop", "public", "customers"):           "shop.raw.public.customers",
+		StateTopic("shop"):                                "shop.state",
+		RefsTopic("shop", "customer"):                     "shop.refs.customer",
+		AggTopic("shop", "customer"):                      "shop.agg.customer",
+		DLQTopic("shop"):                                  "shop.dlq",
+		SnapshotKey("decant_shop"):                        "snapshot/decant_shop",
+		TableSnapshotKey("decant_shop", "public.reviews"): "tablesnap/decant_shop/public.reviews",
 	} {
 		if got != want {
 			t.Errorf("got %s, want %s", got, want)
+		}
+	}
+}
+
+// The online table snapshot state (docs/formats.md, "Snapshot state
+// topic"): a request has no id nor last_key.
+func TestTableSnapshotFormat(t *testing.T) {
+	for _, tc := range []struct {
+		ts   TableSnapshot
+		want string
+	}{
+		{TableSnapshot{Slot: "decant_shop", Table: "public.reviews", Time: "2026-12-01T10:00:00Z"},
+			`{"slot":"decant_shop","table":"public.reviews","rows":0,"done":false,"time":"2026-12-01T10:00:00Z"}`},
+		{TableSnapshot{Slot: "decant_shop", Table: "public.reviews", ID: "0/3A0B1C8", LastKey: json.RawMessage(`{"id":30000}`), Rows: 29950, Done: true, Time: "2026-12-01T10:00:09Z"},
+			`{"slot":"decant_shop","table":"public.reviews","id":"0/3A0B1C8","last_key":{"id":30000},"rows":29950,"done":true,"time":"2026-12-01T10:00:09Z"}`},
+	} {
+		b, err := json.Marshal(tc.ts)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("got %s (%v), want %s", b, err, tc.want)
 		}
 	}
 }

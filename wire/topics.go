@@ -21,7 +21,8 @@ import (
 func RawTopic(prefix, schema, table string) string { return prefix + ".raw." + schema + "." + table }
 
 // StateTopic is the streamer's bookkeeping topic: <prefix>.state. It holds
-// the snapshot marker of each slot under SnapshotKey(slot).
+// the snapshot marker of each slot under SnapshotKey(slot) and the state
+// of each table's online snapshot under TableSnapshotKey(slot, table).
 func StateTopic(prefix string) string { return prefix + ".state" }
 
 // RefsTopic is the refs topic of an aggregate: <prefix>.refs.<aggregate>.
@@ -35,6 +36,10 @@ func DLQTopic(prefix string) string { return prefix + ".dlq" }
 
 // SnapshotKey is the key of a slot's snapshot marker in StateTopic.
 func SnapshotKey(slot string) string { return "snapshot/" + slot }
+
+// TableSnapshotKey is the key of a table's online snapshot state in
+// StateTopic: tablesnap/<slot>/<schema.table>.
+func TableSnapshotKey(slot, table string) string { return "tablesnap/" + slot + "/" + table }
 
 // Topic configs decant creates each kind of topic with (docs/formats.md,
 // "Topics at a glance"). Each call returns a new map.

@@ -167,6 +167,23 @@ type SnapshotMarker struct {
 	Time          string `json:"time"` // RFC 3339 with nanoseconds, UTC
 }
 
+// TableSnapshot is the value of a record in StateTopic under
+// TableSnapshotKey(Slot, Table): the state of one table's online snapshot
+// (`decant snapshot`, or a table a mapping starts using). A request has
+// Done false and an empty ID; the streamer sets ID when it starts reading
+// and LastKey after each chunk whose rows Kafka acknowledged, so a restart
+// resumes after LastKey; Done true ends it, Error says why it was given up.
+type TableSnapshot struct {
+	Slot    string          `json:"slot"`
+	Table   string          `json:"table"`              // schema.table
+	ID      string          `json:"id,omitempty"`       // LSN the snapshot started at: its rows' source.lsn
+	LastKey json.RawMessage `json:"last_key,omitempty"` // key of the last row of the last chunk written
+	Rows    int64           `json:"rows"`               // rows written so far
+	Done    bool            `json:"done"`
+	Error   string          `json:"error,omitempty"`
+	Time    string          `json:"time"` // RFC 3339 with nanoseconds, UTC
+}
+
 // FormatLSN formats an LSN the way PostgreSQL does ("16/B374D848").
 func FormatLSN(lsn uint64) string { return string(AppendLSN(nil, lsn)) }
 

@@ -27,6 +27,8 @@ func init() {
 			flags: boolFlag("no-backfill", "do not build every document of an aggregate that has none yet", runAll)},
 		{name: "serve", summary: "serve the HTTP port (pipeline page, /v1/wait, /metrics) without running a stage",
 			flags: noFlags(serve)},
+		{name: "snapshot", summary: "snapshot one table again while every table keeps streaming",
+			nargs: 1, hint: "name one table, e.g. decant snapshot public.orders", flags: snapshotFlags},
 		{name: "status", summary: "show slot lag, stage lag, watermarks, DLQ counts and documents",
 			nargs: -1, flags: boolFlag("json", "print JSON for scripts", status)},
 		{name: "stream", summary: "stream committed row changes from PostgreSQL into Kafka raw topics",

@@ -129,3 +129,36 @@ func aliasIndex(t *testing.T, p *testenv.Pipeline, alias string) string {
 	}
 	return ""
 }
+
+// TestRunReindexesChangedFilter (issue 18): an aggregate's where: filter
+// changes between two runs, its index body does not. The index hash covers
+// the filter, so decant run reindexes the aggregate by itself: the
+// documents the new filter drops are gone and those it adds are there,
+// without any write to the table.
+func TestRunReindexesChangedFilter(t *testing.T) {
+	filtered := func(where string) testenv.PipelineSpec {
+		s := items
+		// (the mapping is a format string: % is written %%)
+		s.Mapping = strings.Replace(items.Mapping, "    table: items\n", "    table: items\n    where: \""+strings.ReplaceAll(where, "%", "%%")+"\"\n", 1)
+		s.OracleSQL = items.OracleSQL + " WHERE " + strings.ReplaceAll(where, "id", "i.id")
+		return s
+	}
+	even := filtered("id % 2 = 0")
+	p := testenv.NewPipeline(t, even)
+	p.PG.Exec(t, `INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 60) g`)
+	run := p.Start("run-1", nil, "run")
+	p.WaitConverged(90 * time.Second)
+	before := aliasIndex(t, p, p.Alias)
+	run.Term(60 * time.Second)
+
+	thirds := filtered("id % 3 = 0")
+	p.Write("mappings/item.yaml", fmt.Sprintf(thirds.Mapping, p.Alias))
+	p.Docs.OracleSQL = thirds.OracleSQL
+	run = p.Start("run-2", nil, "run")
+	waitLog(t, run, "reindexing it into a new index", time.Minute)
+	p.WaitConverged(2 * time.Minute)
+	if after := aliasIndex(t, p, p.Alias); after == before {
+		t.Fatalf("the alias still points at %s after the filter changed", before)
+	}
+	run.Term(60 * time.Second)
+}
