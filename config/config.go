@@ -199,8 +199,13 @@ type Resolver struct {
 
 // Indexer tunes the sinks.
 type Indexer struct {
-	// BulkActions per Elasticsearch bulk request (requests are also capped at 5 MiB). Default: 10000.
+	// BulkActions per Elasticsearch bulk request (requests are also capped at BulkBytes). Default: 10000.
 	BulkActions int `yaml:"bulk_actions"`
+	// BulkBytes caps one bulk request's body. Default: 5242880 (5 MiB).
+	BulkBytes int `yaml:"bulk_bytes"`
+	// BulkRequests is how many bulk requests one search sink has in
+	// flight at most; writes waiting for one share the next. Default: 4.
+	BulkRequests int `yaml:"bulk_requests"`
 	// BulkLoadSettings creates the index of a first start's initial load
 	// and of a reindex with refresh off and no replicas, and restores the
 	// mapping's values once the load is done (the bulk-load practice
@@ -228,7 +233,7 @@ func Default() Config {
 		Streamer: Streamer{SnapshotMode: "initial", SlotFailover: "auto", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
 			MaskText: "xxxxx", HashSaltEnv: "DECANT_HASH_SALT"},
 		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
-		Indexer:  Indexer{BulkActions: 10000, BulkLoadSettings: true, AutoReindex: true},
+		Indexer:  Indexer{BulkActions: 10000, BulkBytes: 5 << 20, BulkRequests: 4, BulkLoadSettings: true, AutoReindex: true},
 	}
 }
 
@@ -473,6 +478,12 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Indexer.BulkActions < 1 {
 		bad("indexer.bulk_actions", "must be at least 1")
+	}
+	if c.Indexer.BulkBytes < 1<<10 {
+		bad("indexer.bulk_bytes", "must be at least 1024 (bytes; the default is 5242880, 5 MiB)")
+	}
+	if c.Indexer.BulkRequests < 1 {
+		bad("indexer.bulk_requests", "must be at least 1")
 	}
 	return errs
 }

@@ -84,7 +84,7 @@ log:
 		}
 	}
 	// Value errors found by validation point at the value too.
-	p2 := writeFile(t, "kafka:\n  brokers: [nohost]\n  compression: brotli\nlog:\n  level: loud\n")
+	p2 := writeFile(t, "kafka:\n  brokers: [nohost]\n  compression: brotli\nlog:\n  level: loud\nindexer:\n  bulk_bytes: 10\n  bulk_requests: 0\n")
 	_, err = Load(p2, nil)
 	if err == nil {
 		t.Fatal("want errors")
@@ -93,6 +93,8 @@ log:
 		p2 + `:2:12: kafka.brokers: "nohost" has no port: write host:port`,
 		p2 + `:3:16: kafka.compression: "brotli" is not supported: use none, lz4, snappy, zstd or gzip`,
 		p2 + `:5:10: log.level: "loud": use debug, info, warn or error`,
+		p2 + `:7:15: indexer.bulk_bytes: must be at least 1024 (bytes; the default is 5242880, 5 MiB)`,
+		p2 + `:8:18: indexer.bulk_requests: must be at least 1`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%s", want, err)

@@ -62,7 +62,7 @@ func OpenSinks(ctx context.Context, cfg *config.Config, aggregates []*mappings.A
 		}
 		s, err := NewESSink(ESSinkConfig{Client: e.Client, Kind: e.Kind, Aliases: aliases, Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix,
 			Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, BulkActions: cfg.Indexer.BulkActions,
-			Logger: log, Registerer: reg})
+			BulkBytes: cfg.Indexer.BulkBytes, MaxRequests: cfg.Indexer.BulkRequests, Logger: log, Registerer: reg})
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err
