@@ -38,7 +38,10 @@ import (
 // only (BenchmarkKafkaSinkOnly), each next to its ceiling measured in the
 // same run on the same data. decant runs as a child process, as users run
 // it. DECANT_BENCH_DOCS_CUSTOMERS sets N (default 5000; `make bench` uses
-// 100000), DECANT_BENCH_DOCS_LOG keeps decant's log in that file.
+// 100000), DECANT_BENCH_DOCS_LOG keeps decant's log in that file,
+// DECANT_BENCH_BULK_BYTES and DECANT_BENCH_BULK_REQUESTS set decant's
+// indexer.bulk_bytes and indexer.bulk_requests (default: decant's), and
+// DECANT_BENCH_PROFILE_DIR records profiles (docsProfile).
 //
 //	DECANT_BENCH_DOCS_CUSTOMERS=100000 go test ./e2e -run '^$' -bench '^BenchmarkInitialLoad$' -benchtime 1x -timeout 60m
 
@@ -157,7 +160,11 @@ elasticsearch:
 mappings: [mappings/*.yaml]
 http:
   listen: %q
-`, d.pg.DSN, testenv.Suffix(), strings.Join(d.k.Brokers, ","), prefix, urls, listen), 0o644); err != nil {
+indexer:
+  bulk_bytes: %d
+  bulk_requests: %d
+`, d.pg.DSN, testenv.Suffix(), strings.Join(d.k.Brokers, ","), prefix, urls, listen,
+		benchEnvInt("DECANT_BENCH_BULK_BYTES", 5<<20), benchEnvInt("DECANT_BENCH_BULK_REQUESTS", 4)), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return path
