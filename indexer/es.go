@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"time"
@@ -459,6 +460,7 @@ func (s *ESSink) forgetTargets() {
 // refreshes; tests and read-your-writes waits call this.
 func (s *ESSink) Refresh(ctx context.Context, aggregate string) error {
 	alias := s.Alias(aggregate)
+	defer trace.StartRegion(ctx, "search refresh").End()
 	code, body, err := do(ctx, s.es, esapi.IndicesRefreshRequest{Index: []string{alias, nextAlias(alias)}, IgnoreUnavailable: esapi.BoolPtr(true)})
 	if err != nil {
 		return fmt.Errorf("refresh %s: %w", alias, err)
