@@ -18,8 +18,10 @@ export DECANT_INFRA_DIR ?= /tmp/decant-infra
 # standby-up, port 555<major>), the streamer, decant check and the
 # differential test also run on it; on 17 and 18 the failover test kills a
 # primary and continues on its promoted standby. make test runs the drift suite (PG_DRIFT_RUN: the
-# streamer's fidelity, protocol and snapshot tests, about a minute) on
-# PG_DRIFT_VERSION after the e2e tests on 15.
+# streamer's fidelity, protocol and snapshot tests, streaming from a hot
+# standby, and the failover test of e2e/binary, about two minutes) on
+# PG_DRIFT_VERSION after the e2e tests on 15, so that CI runs the tests 15
+# skips for its version.
 PG_VERSIONS ?= 16 17 18
 PG_PACKAGES ?= ./streamer ./mappings
 PG_E2E_RUN ?= ^TestResolver(Differential|DifferentialOnStandby|KillNine)$$
@@ -75,8 +77,9 @@ test-pg: ## streamer, mappings and resolver suites against PostgreSQL 16, 17, 18
 			$(GO) test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -run "$(PG_BINARY_RUN)" ./e2e/binary || r=1; exit $$r') ) || status=1; \
 	done; exit $$status
 
-test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests, and streaming from a hot standby, on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
-	@$(call pg_run,$(PG_DRIFT_VERSION),sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -timeout 10m -run "$(PG_DRIFT_RUN)|^TestStreamFromStandby$$" ./streamer')
+test-pg-drift: ## the streamer's fidelity, protocol and snapshot tests, streaming from a hot standby and the failover test, on PostgreSQL $(PG_DRIFT_VERSION) (part of make test)
+	@$(call pg_run,$(PG_DRIFT_VERSION),sh -c 'bash e2e/infra/pg.sh standby-up && $(GO) test $(GOTEST_FLAGS) -timeout 10m -run "$(PG_DRIFT_RUN)|^TestStreamFromStandby$$" ./streamer && \
+		$(GO) test $(GOTEST_FLAGS) -timeout 10m -run "^TestFailoverContinuesOnPromotedStandby$$" ./e2e/binary')
 
 e2e: ## tests against running servers (make infra-up first)
 	$(GO) test $(GOTEST_FLAGS) -p 1 -timeout $(E2E_TIMEOUT) ./...

@@ -29,12 +29,13 @@ type FailoverPair struct {
 
 // FailoverVersion skips a test of failover slots when this run's
 // PostgreSQL (DECANT_PG_VERSION) is older than 17, which has none: a
-// version this run does not cover, not a missing server (make test-pg runs
-// it on 17 and 18).
+// version this run does not cover, not a missing server (make test runs
+// the failover test once more on 18 in its drift step; make test-pg on 17
+// and 18).
 func FailoverVersion(t testing.TB) {
 	t.Helper()
 	if PGVersion() < 17 {
-		t.Skipf("failover slots need PostgreSQL 17+; this run uses PostgreSQL %d (make test-pg runs it on 17 and 18)", PGVersion())
+		t.Skipf("failover slots need PostgreSQL 17+; this run uses PostgreSQL %d (make test runs it on 18, make test-pg on 17 and 18)", PGVersion())
 	}
 }
 
