@@ -103,8 +103,15 @@ func EnsureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
+	// kadm answers ListTopics from the client's metadata cache, which
+	// keeps a topic's "unknown" for up to MetadataMinAge (5 s by default)
+	// when the broker asked first had not learnt of the new topic yet:
+	// seen as 10 s before the map stage joined its group on a first
+	// start. A metadata request that asks for the authorized operations
+	// is never answered from the cache, so every poll asks the broker.
+	fresh := kadm.WithAuthorizedOps(ctx)
 	for i := 0; i < 100; i++ {
-		td, err := adm.ListTopics(ctx, topic)
+		td, err := adm.ListTopics(fresh, topic)
 		if err == nil && td.Has(topic) && td[topic].Err == nil && len(td[topic].Partitions) > 0 {
 			ready := true
 			for _, p := range td[topic].Partitions {
