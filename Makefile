@@ -157,6 +157,7 @@ fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzDecodePgoutput -fuzztime=1m
 	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendCompact -fuzztime=1m
+	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendString -fuzztime=1m
 	$(GO) test ./config -run='^$$' -fuzz=FuzzParse -fuzztime=1m
 
 clean:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -358,6 +359,8 @@ func docsExport(ctx context.Context, es *testenv.ESEnv, alias, query string, wan
 type docsBulk struct {
 	mb, workers int
 	took        time.Duration
+	cpu         string  // the servers' CPU over the load (serverCPU.since)
+	cpuSum      float64 // its sum, seconds
 }
 
 func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
@@ -404,7 +407,7 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 		for _, w := range []int{2, 4, 8} {
 			index := d.freshIndex(b, fmt.Sprintf("%s-grid-%d-%d", d.es.Prefix, mb, w), load)
 			resWaitESQuiet(b, d.es)
-			start := time.Now()
+			start, cpu0 := time.Now(), readServerCPU()
 			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
 				// Elasticsearch refused part of the load (429: its write
 				// queue is full): a load that drops documents is no ceiling.
@@ -413,7 +416,8 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 				continue
 			}
 			docsRefresh(b, d.es, index)
-			l := docsBulk{mb, w, time.Since(start)}
+			l := docsBulk{mb: mb, workers: w, took: time.Since(start)}
+			l.cpu, l.cpuSum = readServerCPU().since(cpu0)
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l
@@ -452,7 +456,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, addr)
 	resWaitESQuiet(b, d.es)
 
-	start := time.Now()
+	start, servers0 := time.Now(), readServerCPU()
 	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
 	profiled := docsProfile(b, addr, "initial-load", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 	d.waitLoaded(b, run, func() (bool, error) {
@@ -461,6 +465,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	})
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid())
+	servers, serversSum := readServerCPU().since(servers0)
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
 	<-profiled
 	if code := run.Term(60 * time.Second); code != 0 {
@@ -506,7 +511,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	resWaitESQuiet(b, d.es)
 	var bulkTook, streamTook time.Duration
 	bulkDone := make(chan error, 1)
-	start = time.Now()
+	start, servers0 = time.Now(), readServerCPU()
 	stream := testenv.Start(b, "decant stream", d.logPath("stream"), testenv.DecantCmd(b, nil, "stream", "--config", streamConfig))
 	go func() {
 		err := idxBulkLoad(ctx, d.es, index, docs, best.mb<<20, best.workers)
@@ -528,6 +533,8 @@ func BenchmarkInitialLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	ceiling := max(streamTook, bulkTook)
+	ceilingServers, ceilingSum := readServerCPU().since(servers0)
+	streamCPU := freshCPU(b, stream.Pid())
 	if code := stream.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant stream exited %d after SIGTERM; log:\n%s", code, stream.Tail(40))
 	}
@@ -542,9 +549,11 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), best, ours/theirs, took.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
-		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds())
+		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds(),
+		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
+		ceilingServers, streamCPU, (ceilingSum+streamCPU)/(float64(runtime.NumCPU())*ceiling.Seconds()))
 }
 
 // docsLiveMark is the value the live changes write.
@@ -602,7 +611,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	if p := time.Since(paused); p > 40*time.Second {
 		b.Logf("warning: decant was paused for %s: near PostgreSQL's wal_sender_timeout (60s) and Kafka's session timeout", p.Round(time.Millisecond))
 	}
-	cpu0 := freshCPU(b, run.Pid())
+	cpu0, servers0 := freshCPU(b, run.Pid()), readServerCPU()
 	start := time.Now()
 	if err := run.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		b.Fatal(err)
@@ -614,6 +623,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	}
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid()) - cpu0
+	servers, serversSum := readServerCPU().since(servers0)
 	req1, parts1 := docsBulkRequests(addr)
 	<-profiled
 	names, err := freshCount(ctx, d.es, d.alias, `{"match":{"name":"`+docsLiveMark+`"}}`)
@@ -647,10 +657,12 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f\n",
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f\n",
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
-		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0)
+		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0,
+		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
+		best.cpu, best.cpuSum/(float64(runtime.NumCPU())*best.took.Seconds()))
 }
 
 // copyIndex copies every document of alias into a new index with the
@@ -679,13 +691,14 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, index strin
 	for _, mb := range []int{1, 5, 10} {
 		for _, w := range []int{2, 4, 8} {
 			resWaitESQuiet(b, d.es)
-			start := time.Now()
+			start, cpu0 := time.Now(), readServerCPU()
 			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
 				b.Logf("direct bulk load into %s in requests of %d MB × %d in flight refused documents, left out of the grid: %v", index, mb, w, err)
 				continue
 			}
 			docsRefresh(b, d.es, index)
-			l := docsBulk{mb, w, time.Since(start)}
+			l := docsBulk{mb: mb, workers: w, took: time.Since(start)}
+			l.cpu, l.cpuSum = readServerCPU().since(cpu0)
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l

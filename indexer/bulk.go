@@ -56,10 +56,7 @@ func encodeAction(d *wire.Document, id, index string, requireAlias bool) []byte 
 	return b
 }
 
-func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
-}
+func appendString(b []byte, s string) []byte { return wire.AppendString(b, s) }
 
 // appendCompact appends JSON without newlines (NDJSON needs one line per
 // source). Documents built by PostgreSQL are compact already.
@@ -84,7 +81,17 @@ func appendCompactSlow(b, doc []byte) []byte {
 // bulkResponse is the part of a _bulk response the sink reads.
 type bulkResponse struct {
 	Errors bool                  `json:"errors"`
-	Items  []map[string]bulkItem `json:"items"`
+	Items  []bulkEntry `json:"items"`
+}
+
+// bulkEntry is one item of a _bulk response: an object with one key, the
+// action's name. A struct, not a map: a map per item was most of the
+// response's decoding cost.
+type bulkEntry struct {
+	Index  *bulkItem `json:"index"`
+	Delete *bulkItem `json:"delete"`
+	Create *bulkItem `json:"create"`
+	Update *bulkItem `json:"update"`
 }
 
 type bulkItem struct {
@@ -161,9 +168,18 @@ func parseBulkResponse(body []byte, n int) ([]bulkItem, error) {
 		return nil, fmt.Errorf("bulk response has %d items for %d actions", len(r.Items), n)
 	}
 	items := make([]bulkItem, n)
-	for i, m := range r.Items {
-		for _, it := range m { // one key: index or delete
-			items[i] = it
+	for i, e := range r.Items {
+		switch {
+		case e.Index != nil:
+			items[i] = *e.Index
+		case e.Delete != nil:
+			items[i] = *e.Delete
+		case e.Create != nil:
+			items[i] = *e.Create
+		case e.Update != nil:
+			items[i] = *e.Update
+		default:
+			return nil, fmt.Errorf("bulk response item %d names no action", i)
 		}
 	}
 	return items, nil

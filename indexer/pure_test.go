@@ -277,3 +277,9 @@ func TestLoadSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBulkResponseItemWithoutAction(t *testing.T) {
+	if _, err := parseBulkResponse([]byte(`{"errors":false,"items":[{"index":{"status":201}},{}]}`), 2); err == nil {
+		t.Error("an item naming no action was accepted")
+	}
+}

@@ -235,21 +235,39 @@ type KeyField struct {
 // Key encodes key columns, in order, as a JSON object: {"a":1,"b":"x"}.
 // Values must already be valid JSON (as produced by the value encoder).
 func Key(fields []KeyField) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	n := 2
+	for _, f := range fields {
+		n += len(f.Name) + len(f.Value) + 4
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, f := range fields {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		name, _ := json.Marshal(f.Name)
-		b.Write(name)
-		b.WriteByte(':')
+		b = AppendString(b, f.Name)
+		b = append(b, ':')
 		if len(f.Value) == 0 {
-			b.WriteString("null")
+			b = append(b, "null"...)
 		} else {
-			b.Write(f.Value)
+			b = append(b, f.Value...)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
+}
+
+// AppendString appends s as a JSON string, as json.Marshal writes it. A
+// string of printable ASCII with nothing to escape (column names, index
+// names, most ids) is copied as it is: Key runs for every snapshot row,
+// and json.Marshal's reflection was most of its cost.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
