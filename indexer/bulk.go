@@ -80,7 +80,7 @@ func appendCompactSlow(b, doc []byte) []byte {
 
 // bulkResponse is the part of a _bulk response the sink reads.
 type bulkResponse struct {
-	Errors bool                  `json:"errors"`
+	Errors bool        `json:"errors"`
 	Items  []bulkEntry `json:"items"`
 }
 
