@@ -650,19 +650,53 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	// do (an update costs Elasticsearch more than a first insert: the old
 	// document, nested ones included, is deleted too). For comparison,
 	// the same documents loaded into a fresh index.
-	copied := d.copyIndex(b, d.alias, d.es.Prefix+"-live-copy")
+	copyAlias := d.es.Prefix + "-live-copy"
+	copied := d.copyIndex(b, d.alias, copyAlias)
+	// Do decant's versioned writes through an alias cost Elasticsearch
+	// more than plain ones? The same documents into the same copy, plain
+	// and as decant writes them (external_gte versions, require_alias),
+	// alternating, requests of decant's default size and count.
+	var ab [2][]docsBulk // plain, versioned
+	for i, versioned := range []bool{false, true, true, false} {
+		resWaitESQuiet(b, d.es)
+		start, cpu0 := time.Now(), readServerCPU()
+		target, version := copied, int64(0)
+		if versioned {
+			target, version = copyAlias, int64(1)<<40+int64(i)*int64(changes)
+		}
+		if err := idxBulkLoadAs(ctx, d.es, target, docs, 5<<20, 4, version); err != nil {
+			b.Fatalf("bulk load into %s (versioned %v): %v", target, versioned, err)
+		}
+		docsRefresh(b, d.es, copied)
+		l := docsBulk{mb: 5, workers: 4, took: time.Since(start)}
+		l.cpu, l.cpuSum = readServerCPU().since(cpu0)
+		if versioned {
+			ab[1] = append(ab[1], l)
+		} else {
+			ab[0] = append(ab[0], l)
+		}
+	}
+	var abCells []string
+	for k, name := range []string{"plain", "versioned"} {
+		for _, l := range ab[k] {
+			abCells = append(abCells, fmt.Sprintf("%s %.2fs (%s)", name, l.took.Seconds(), l.cpu))
+		}
+	}
+	b.Logf("the same %d documents into %s, plain and as decant writes them: %s", len(docs), copied, strings.Join(abCells, ", "))
 	best, _ := d.bulkGridInto(b, docs, copied)
 	fresh, _ := d.bulkGrid(b, docs, false)
 	ours, theirs := float64(changes)/took.Seconds(), float64(changes)/best.took.Seconds()
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f\n",
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f plain_5mbx4_seconds=%.2f/%.2f versioned_5mbx4_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s\n",
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
 		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0,
 		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
-		best.cpu, best.cpuSum/(float64(runtime.NumCPU())*best.took.Seconds()))
+		best.cpu, best.cpuSum/(float64(runtime.NumCPU())*best.took.Seconds()),
+		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
+		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu)
 }
 
 // copyIndex copies every document of alias into a new index with the

@@ -33,6 +33,13 @@ func idxDirectBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, doc
 // idxBulkLoad is idxDirectBulkLoad with requests of flushBytes and
 // workers requests in flight (the grid of the documents benchmarks).
 func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int) error {
+	return idxBulkLoadAs(ctx, es, index, docs, flushBytes, workers, 0)
+}
+
+// idxBulkLoadAs is idxBulkLoad; with a version above 0 it writes as
+// decant's sink does: through an alias (require_alias), each document with
+// version_type external_gte and version+i (indexer.encodeAction).
+func idxBulkLoadAs(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int, version int64) error {
 	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: es.Search, Index: index, FlushBytes: flushBytes, NumWorkers: workers})
 	if err != nil {
 		return err
@@ -46,15 +53,19 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 		if err != nil {
 			return err
 		}
-		err = bi.Add(ctx, esutil.BulkIndexerItem{Action: "index", DocumentID: id, Body: bytes.NewReader(docs[i].Doc),
-			OnFailure: func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
-				mu.Lock() // the indexer's workers call it concurrently
-				defer mu.Unlock()
-				if failed == nil {
-					failed = fmt.Errorf("direct bulk load: %d %s %v", res.Status, res.Error.Reason, err)
-				}
-			}})
-		if err != nil {
+		item := esutil.BulkIndexerItem{Action: "index", DocumentID: id, Body: bytes.NewReader(docs[i].Doc)}
+		if version > 0 {
+			v := version + int64(i)
+			item.Version, item.VersionType, item.RequireAlias = &v, "external_gte", true
+		}
+		item.OnFailure = func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
+			mu.Lock() // the indexer's workers call it concurrently
+			defer mu.Unlock()
+			if failed == nil {
+				failed = fmt.Errorf("direct bulk load: %d %s %v", res.Status, res.Error.Reason, err)
+			}
+		}
+		if err := bi.Add(ctx, item); err != nil {
 			return err
 		}
 	}
