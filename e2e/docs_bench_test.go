@@ -572,8 +572,12 @@ const docsLiveMark = "livechanged"
 // from decant's index, into a copy of that index (a fresh index is
 // printed beside it), the fastest cell of the grid (requests of 1/5/10 MB
 // × 2/4/8 in flight), each load timed until a refresh has made its
-// documents searchable, as /v1/wait does for decant's (docsRefresh). ratio = decant docs/s ÷ ceiling docs/s. It prints one line
-// starting with "BENCH live backlog".
+// documents searchable, as /v1/wait does for decant's (docsRefresh). ratio = decant docs/s ÷ ceiling docs/s. Before the
+// grid, the same documents go into the copy plain and as decant writes
+// them (external_gte versions through an alias), alternating, in requests
+// of decant's default size and number, each with every server's CPU: what
+// the versioned writes cost Elasticsearch. It prints one line starting
+// with "BENCH live backlog".
 //
 //	DECANT_BENCH_DOCS_CUSTOMERS=100000 DECANT_BENCH_LIVE_CHANGES=40000 go test ./e2e -run '^$' -bench '^BenchmarkLiveBacklog$' -benchtime 1x -timeout 60m
 func BenchmarkLiveBacklog(b *testing.B) {
