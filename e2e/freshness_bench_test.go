@@ -573,17 +573,9 @@ func freshLSN(tb testing.TB, pg *testenv.PG) string {
 // (/proc/<pid>/stat, in USER_HZ = 100 ticks a second).
 func freshCPU(tb testing.TB, pid int) float64 {
 	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		tb.Fatal(err)
+	own, _, ok := procCPU(pid)
+	if !ok {
+		tb.Fatalf("/proc/%d/stat: unreadable", pid)
 	}
-	// Fields after the command name, which is in parentheses: state is
-	// the first, utime the 12th and stime the 13th.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		tb.Fatalf("/proc/%d/stat: too few fields: %s", pid, b)
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	s, _ := strconv.ParseFloat(f[12], 64)
-	return (u + s) / 100
+	return own
 }

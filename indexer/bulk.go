@@ -34,9 +34,9 @@ func encodeAction(d *wire.Document, id, index string, requireAlias bool) []byte 
 	b = append(b, `{"`...)
 	b = append(b, op...)
 	b = append(b, `":{"_index":`...)
-	b = appendString(b, index)
+	b = wire.AppendString(b, index)
 	b = append(b, `,"_id":`...)
-	b = appendString(b, id)
+	b = wire.AppendString(b, id)
 	b = append(b, `,"version":`...)
 	b = strconv.AppendUint(b, d.Version, 10)
 	b = append(b, `,"version_type":"external_gte"`...)
@@ -55,8 +55,6 @@ func encodeAction(d *wire.Document, id, index string, requireAlias bool) []byte 
 	}
 	return b
 }
-
-func appendString(b []byte, s string) []byte { return wire.AppendString(b, s) }
 
 // appendCompact appends JSON without newlines (NDJSON needs one line per
 // source). Documents built by PostgreSQL are compact already.
