@@ -70,7 +70,15 @@ aggregates:
 //     for any reader. The medians of the first and last quarter of the
 //     window are printed too: when the last is far higher, the pipeline
 //     did not keep up with the rate (sustained=no) and the percentiles
-//     measure a growing backlog.
+//     measure a growing backlog. The poller's searches are timed too
+//     (search_p50, search_p99), and the index's refreshes over the phase
+//     counted (es_refreshes, es_refresh_mean): a change is searchable
+//     only after the refresh that follows its write.
+//  3. Low rate: DECANT_BENCH_FRESHNESS_LOW_RATE changes a second (default
+//     100) for DECANT_BENCH_FRESHNESS_LOW_SECONDS (default 30), until
+//     /v1/wait returns: decant's CPU per 1,000 changes (cpu_low_rate) and
+//     its ratio to phase 1's (cpu_low_over_max), where the fixed costs of
+//     each batch and the idle work are no longer shared by many changes.
 //
 // The same sampled changes are also timed from their commit to the first
 // record of their document in the aggregate topic that holds them (a
@@ -91,6 +99,8 @@ func BenchmarkFreshness(b *testing.B) {
 	burst := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_BURST", 30_000))
 	seconds := benchEnvInt("DECANT_BENCH_FRESHNESS_SECONDS", 60)
 	fixedRate := benchEnvInt("DECANT_BENCH_FRESHNESS_RATE", 0)
+	lowRate := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_RATE", 100)
+	lowSeconds := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_SECONDS", 30)
 	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
 	ctx := testenv.Ctx(b)
 	benchSeedCustomers(b, pg, n)
@@ -166,7 +176,11 @@ streamer:
 		changes                       int64
 		achieved                      float64
 		samples, aggSamples           []freshSample
+		searches                      []time.Duration
 		cpuBurstPer1k, cpuSteadyPer1k float64
+		refresh                       freshRefreshes
+		cpuLowPer1k                   float64
+		lowChanges                    int64
 	)
 	for b.Loop() {
 		// 1. Maximum rate.
@@ -196,15 +210,31 @@ streamer:
 		cpu0 = freshCPU(b, run.Pid())
 		profiled := docsProfile(b, addr, "freshness", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 		defer func() { <-profiled }()
-		var took time.Duration
-		var nch int64
-		samples, aggSamples, nch, took = freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
+		refresh0 := freshRefreshStats(ctx, b, es, alias)
+		fr := freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
 		steadyCPU = freshCPU(b, run.Pid()) - cpu0
-		seq += nch
-		changes = nch
-		achieved = float64(nch) / took.Seconds()
+		refresh = freshRefreshStats(ctx, b, es, alias).since(refresh0)
+		samples, aggSamples, searches = fr.lat, fr.agg, fr.searches
+		seq += fr.changes
+		changes = fr.changes
+		achieved = float64(fr.changes) / fr.took.Seconds()
 		cpuBurstPer1k = burstCPU * 1000 / float64(burst)
-		cpuSteadyPer1k = steadyCPU * 1000 / float64(nch)
+		cpuSteadyPer1k = steadyCPU * 1000 / float64(fr.changes)
+
+		// 3. CPU per change at a low rate (issue 14's acceptance 6
+		// compares it with the maximum rate's): the changes and the
+		// pipeline's idle work, until /v1/wait says all are written.
+		cpu0 = freshCPU(b, run.Pid())
+		lowCount := lowRate * lowSeconds
+		if err := freshDrive(ctx, pool, n, seq, lowCount, float64(lowRate), time.Duration(lowSeconds)*time.Second, nil); err != nil {
+			b.Fatalf("low rate: %v", err)
+		}
+		if err := cl.Wait(ctx, freshLSN(b, pg), 5*time.Minute); err != nil {
+			b.Fatalf("/v1/wait after the low rate: %v", err)
+		}
+		lowChanges = int64(lowCount)
+		seq += lowChanges
+		cpuLowPer1k = (freshCPU(b, run.Pid()) - cpu0) * 1000 / float64(lowChanges)
 	}
 	rss, err := run.PeakRSS()
 	if err != nil {
@@ -246,9 +276,11 @@ streamer:
 	b.ReportMetric(maxRate, "max-changes/s")
 	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes peak_rss=%dMB\n",
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f peak_rss=%dMB\n",
 		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
-		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(), strings.Join(byQuarter, "/"), p50First.Milliseconds(), p50Last.Milliseconds(), sustained, cpuBurstPer1k, cpuSteadyPer1k, rss>>20)
+		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(), strings.Join(byQuarter, "/"), p50First.Milliseconds(), p50Last.Milliseconds(), sustained,
+		freshPercentile(searches, 0.5).Milliseconds(), freshPercentile(searches, 0.99).Milliseconds(), refresh.count, refresh.mean().Milliseconds(),
+		cpuBurstPer1k, cpuSteadyPer1k, cpuLowPer1k, lowChanges, lowRate, cpuLowPer1k/cpuBurstPer1k, rss>>20)
 }
 
 // freshPool is the pool of 8 connections the benchmarks commit changes from.
@@ -341,13 +373,25 @@ func freshDrive(ctx context.Context, pool *pgxpool.Pool, n int, seq int64, count
 // and measures the commit-to-searchable latency of about 100 sampled
 // changes a second. It returns once every sampled change is searchable,
 // with the samples, the changes committed and the time that took.
-func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, k *testenv.KafkaEnv, aggTopic string, n int, seq int64, rate float64, d time.Duration) ([]freshSample, []freshSample, int64, time.Duration) {
+// freshRun is what freshSteady measured: the sampled changes' latencies
+// to searchable (lat) and to the aggregate topic (agg), the changes
+// committed and how long that took, and how long each of the poller's
+// searches took (a latency is at most one search high).
+type freshRun struct {
+	lat, agg []freshSample
+	changes  int64
+	took     time.Duration
+	searches []time.Duration
+}
+
+func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, k *testenv.KafkaEnv, aggTopic string, n int, seq int64, rate float64, d time.Duration) freshRun {
 	every := max(1, int64(math.Round(rate/100)))
 	var (
 		mu         sync.Mutex
 		pending    = map[int][]freshChange{} // document id → sampled changes not yet searchable
 		aggPending = map[int][]freshChange{} // document id → sampled changes not yet in the aggregate topic
 		lat, agg   []freshSample
+		searches   []time.Duration
 		start      time.Time
 		first      error
 		last       int64
@@ -383,9 +427,11 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 			}
 			mu.Unlock()
 			if len(ids) > 0 {
+				asked := time.Now()
 				tops, err := freshSearchSeqs(pollCtx, es, alias, ids, from)
 				now := time.Now()
 				mu.Lock()
+				searches = append(searches, now.Sub(asked))
 				if err != nil && pollCtx.Err() == nil {
 					first = cmp.Or(first, err)
 				}
@@ -471,7 +517,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 	stopPoll()
 	<-polled
 	<-consumed
-	return lat, agg, last - seq, took
+	return freshRun{lat: lat, agg: agg, changes: last - seq, took: took, searches: searches}
 }
 
 // freshSearchSeqs searches alias for those of the documents ids that
@@ -526,6 +572,52 @@ func freshSearchSeqs(ctx context.Context, es *testenv.ESEnv, alias string, ids [
 		out[doc] = m
 	}
 	return out, nil
+}
+
+// freshRefreshes is what an index's refresh statistics count: refreshes
+// of its primaries, scheduled or asked for, and the time they took.
+type freshRefreshes struct {
+	count int64
+	took  time.Duration
+}
+
+func (r freshRefreshes) since(before freshRefreshes) freshRefreshes {
+	return freshRefreshes{r.count - before.count, r.took - before.took}
+}
+
+func (r freshRefreshes) mean() time.Duration {
+	if r.count == 0 {
+		return 0
+	}
+	return r.took / time.Duration(r.count)
+}
+
+// freshRefreshStats reads alias's refresh statistics (_stats/refresh):
+// how often Elasticsearch made its writes searchable over a phase, and
+// how long that took, the part of commit → searchable decant cannot
+// shorten.
+func freshRefreshStats(ctx context.Context, tb testing.TB, es *testenv.ESEnv, alias string) freshRefreshes {
+	tb.Helper()
+	res, err := esapi.IndicesStatsRequest{Index: []string{alias}, Metric: []string{"refresh"}}.Do(ctx, es.Client)
+	if err != nil {
+		tb.Fatalf("refresh statistics of %s: %v", alias, err)
+	}
+	defer res.Body.Close()
+	var st struct {
+		All struct {
+			Primaries struct {
+				Refresh struct {
+					Total  int64 `json:"total"`
+					Millis int64 `json:"total_time_in_millis"`
+				} `json:"refresh"`
+			} `json:"primaries"`
+		} `json:"_all"`
+	}
+	if res.IsError() || json.NewDecoder(res.Body).Decode(&st) != nil {
+		tb.Fatalf("refresh statistics of %s: %s", alias, res.String())
+	}
+	r := st.All.Primaries.Refresh
+	return freshRefreshes{r.Total, time.Duration(r.Millis) * time.Millisecond}
 }
 
 // freshCount counts the documents of alias matching query (a JSON query
