@@ -175,24 +175,38 @@ func TestKafkaSinkTooLargeGoesToDLQ(t *testing.T) {
 	k := testenv.Kafka(t)
 	ctx := testenv.Ctx(t)
 	s := idxKafkaSink(t, k)
+	// The too-large document is neither first nor last: its result comes
+	// back before the others' (franz-go answers in completion order), and
+	// must still be told apart from theirs.
 	big := `{"blob":"` + strings.Repeat("x", 2<<20) + `"}`
-	if err := s.Write(ctx, []wire.Document{idxDoc("blob", `{"id":1}`, 10, big), idxDoc("blob", `{"id":2}`, 10, `{"ok":true}`)}); err != nil {
+	var docs []wire.Document
+	for id := 1; id <= 6; id++ {
+		body := fmt.Sprintf(`{"ok":%d}`, id)
+		if id == 3 {
+			body = big
+		}
+		docs = append(docs, idxDoc("blob", fmt.Sprintf(`{"id":%d}`, id), 10, body))
+	}
+	if err := s.Write(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	recs := idxConsume(t, k, wire.AggTopic(k.Prefix, "blob"), 1)
-	if string(recs[0].Key) != `{"id":2}` {
-		t.Errorf("aggregate topic holds %s, want only id 2", recs[0].Key)
+	keys := map[string]bool{}
+	for _, r := range idxConsume(t, k, wire.AggTopic(k.Prefix, "blob"), 5) {
+		keys[string(r.Key)] = true
+	}
+	if len(keys) != 5 || keys[`{"id":3}`] {
+		t.Errorf("aggregate topic holds %v, want every id but 3", keys)
 	}
 	dlq := idxConsume(t, k, wire.DLQTopic(k.Prefix), 1)
 	var l map[string]any
 	if err := json.Unmarshal(dlq[0].Value, &l); err != nil {
 		t.Fatal(err)
 	}
-	if string(dlq[0].Key) != `{"id":1}` || l["stage"] != "index" || l["sink"] != "kafka" || l["aggregate"] != "blob" ||
+	if string(dlq[0].Key) != `{"id":3}` || l["stage"] != "index" || l["sink"] != "kafka" || l["aggregate"] != "blob" ||
 		l["version"] != float64(10) || !strings.Contains(fmt.Sprint(l["reason"]), "MESSAGE_TOO_LARGE") {
 		t.Errorf("dead letter %s → %s", dlq[0].Key, dlq[0].Value)
 	}
-	if st := s.Stats(); st.DeadLettered != 1 || st.Written != 1 {
+	if st := s.Stats(); st.DeadLettered != 1 || st.Written != 5 {
 		t.Errorf("stats = %+v", st)
 	}
 }
@@ -255,5 +269,72 @@ func TestKafkaSinkFencedWriters(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "first,successor" {
 		t.Errorf("read committed, the aggregate topic holds %q, want %q", got, "first,successor")
+	}
+}
+
+// TestKafkaSinkFencedWritesShareTransactions: concurrent writes through one
+// refs partition's writer that wait for its transaction share the next one
+// (group commit), each still answered with its own records' results: every
+// document reaches read-committed consumers once, a too-large one among
+// them goes to the dead-letter topic without failing the others, and far
+// fewer transactions than writes are committed.
+func TestKafkaSinkFencedWritesShareTransactions(t *testing.T) {
+	k := testenv.Kafka(t)
+	ctx := testenv.Ctx(t)
+	group, writer := k.Prefix+".build", fence.WriterID(k.Prefix+".refs.customer", 0)
+	s := idxKafkaSink(t, k)
+	f := fence.New(time.Minute)
+	defer f.Close()
+	if err := s.OpenWriters(ctx, f, group, []string{writer}); err != nil {
+		t.Fatal(err)
+	}
+	const writes, perWrite, big = 60, 3, 17
+	var wg sync.WaitGroup
+	errs := make([]error, writes)
+	for w := range writes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var docs []wire.Document
+			for i := range perWrite {
+				id := w*perWrite + i
+				body := fmt.Sprintf(`{"id":%d}`, id)
+				if w == big && i == 1 {
+					body = `{"blob":"` + strings.Repeat("x", 2<<20) + `"}`
+				}
+				d := idxDoc("customer", fmt.Sprintf(`{"id":%d}`, id), uint64(100+id), body)
+				d.Writer = writer
+				docs = append(docs, d)
+			}
+			errs[w] = s.Write(fence.With(ctx, f), docs)
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", w, err)
+		}
+	}
+	want := writes*perWrite - 1
+	seen := map[string]bool{}
+	for _, r := range k.Records(t, wire.AggTopic(k.Prefix, "customer")) {
+		if seen[string(r.Key)] {
+			t.Errorf("document %s read twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+	}
+	if len(seen) != want || seen[fmt.Sprintf(`{"id":%d}`, big*perWrite+1)] {
+		t.Errorf("read committed, the aggregate topic holds %d documents, want %d (all but the too-large one)", len(seen), want)
+	}
+	if dlq := idxConsume(t, k, wire.DLQTopic(k.Prefix), 1); string(dlq[0].Key) != fmt.Sprintf(`{"id":%d}`, big*perWrite+1) {
+		t.Errorf("dead letter for %s, want the too-large document", dlq[0].Key)
+	}
+	st := s.Stats()
+	t.Logf("%d writes in %d transactions", st.Parts, st.Requests)
+	if st.Parts != writes || st.Requests < 1 || st.Requests > writes/2 {
+		t.Errorf("stats %+v: want the %d writes (parts) carried by at most %d transactions (requests)", st, writes, writes/2)
+	}
+	if st.Written != int64(want) || st.DeadLettered != 1 {
+		t.Errorf("stats %+v: want %d written, 1 dead-lettered", st, want)
 	}
 }

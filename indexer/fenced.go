@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/trace"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,16 +55,38 @@ func (s *KafkaSink) openWriter(ctx context.Context, f *fence.Fence, txnID, id st
 		cl.Close()
 		return fmt.Errorf("open the transactional writer %s: %w", txnID, err)
 	}
-	f.SetWriter(id, &txnWriter{id: txnID, cl: cl})
+	f.SetWriter(id, &txnWriter{id: txnID, cl: cl, sink: s, max: s.cfg.MaxBufferedRecords})
 	return nil
 }
 
 // txnWriter writes one refs partition's documents in Kafka transactions,
-// one at a time.
+// one at a time. Writes that arrive while a transaction is under way wait
+// for it and then share the next one (group commit): under a stream of
+// small batches a refs partition pays a transaction's round trips (add
+// partitions, produce, end and its markers) once per group of waiting
+// writes rather than once per write, and a slow transaction delays the
+// writes behind it by one transaction, not by one each.
 type txnWriter struct {
-	id string
-	mu sync.Mutex
-	cl *kgo.Client
+	id   string
+	cl   *kgo.Client
+	sink *KafkaSink
+	max  int // records per transaction, at most (unless one write holds more)
+
+	mu      sync.Mutex // guards queue and writing
+	queue   []*txnPart
+	writing bool
+}
+
+// txnPart is one write waiting for a transaction.
+type txnPart struct {
+	ctx  context.Context
+	recs []*kgo.Record
+	done chan txnResult // buffered: the committer never blocks
+}
+
+type txnResult struct {
+	results kgo.ProduceResults
+	err     error
 }
 
 // Close releases the client (an open transaction is aborted by Kafka).
@@ -72,14 +95,116 @@ func (w *txnWriter) Close() error {
 	return nil
 }
 
-// write produces recs in one transaction and commits it. Records Kafka
-// can never take (too large) abort the transaction; the others are then
-// written in a second one, and the results say which failed. Any other
-// failure (fenced by a newer owner, Kafka unavailable) loses f: the
+// write produces recs in a transaction, alone or with other writes that
+// waited meanwhile, and returns their results once it committed. Records
+// Kafka can never take (too large) abort the transaction; the others are
+// then written in a second one, and the results say which failed. Any
+// other failure (fenced by a newer owner, Kafka unavailable) loses f: the
 // session must end.
 func (w *txnWriter) write(ctx context.Context, f *fence.Fence, recs []*kgo.Record) (kgo.ProduceResults, error) {
+	p := &txnPart{ctx: ctx, recs: recs, done: make(chan txnResult, 1)}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.queue = append(w.queue, p)
+	start := !w.writing
+	w.writing = true
+	w.mu.Unlock()
+	if start {
+		go w.commitQueued(f)
+	}
+	r := <-p.done
+	return r.results, r.err
+}
+
+// commitQueued commits the queued writes, as many as fit in a transaction
+// at a time, until none is left.
+func (w *txnWriter) commitQueued(f *fence.Fence) {
+	for {
+		w.mu.Lock()
+		n, size := 0, 0
+		for n < len(w.queue) && (n == 0 || size+len(w.queue[n].recs) <= w.max) {
+			size += len(w.queue[n].recs)
+			n++
+		}
+		parts := w.queue[:n:n]
+		w.queue = w.queue[n:]
+		if n == 0 {
+			w.writing = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		w.commit(f, parts)
+	}
+}
+
+// commit writes parts in one transaction and answers each. A part whose
+// context ended is answered with its error and left out; the transaction
+// itself runs until every remaining part's context has ended.
+func (w *txnWriter) commit(f *fence.Fence, parts []*txnPart) {
+	live := parts[:0:0]
+	for _, p := range parts {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- txnResult{err: err}
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, release := anyLive(live)
+	defer release()
+	var recs []*kgo.Record
+	for _, p := range live {
+		recs = append(recs, p.recs...)
+	}
+	results, err := w.commitAll(ctx, f, recs)
+	if err == nil {
+		w.sink.stats.requests.Add(1)
+		w.sink.stats.parts.Add(int64(len(live)))
+		w.sink.met.requests.WithLabelValues(sinkKafka).Inc()
+		w.sink.met.parts.WithLabelValues(sinkKafka).Add(float64(len(live)))
+	}
+	at := 0
+	for _, p := range live {
+		if err != nil {
+			p.done <- txnResult{err: err}
+			continue
+		}
+		p.done <- txnResult{results: results[at : at+len(p.recs) : at+len(p.recs)]}
+		at += len(p.recs)
+	}
+}
+
+// anyLive returns a context that ends once every part's context has ended
+// (the transaction serves them all), carrying the first part's values,
+// and the function that releases it.
+func anyLive(parts []*txnPart) (context.Context, func()) {
+	if len(parts) == 1 {
+		return parts[0].ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parts[0].ctx))
+	var left atomic.Int32
+	left.Store(int32(len(parts)))
+	stops := make([]func() bool, len(parts))
+	for i, p := range parts {
+		stops[i] = context.AfterFunc(p.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// commitAll produces recs in one transaction; when only too-large records
+// failed, the others are written again in a second one.
+func (w *txnWriter) commitAll(ctx context.Context, f *fence.Fence, recs []*kgo.Record) (kgo.ProduceResults, error) {
 	results, err := w.transact(ctx, recs)
 	if err != nil {
 		f.Lose(err)
@@ -128,7 +253,7 @@ func (w *txnWriter) transact(ctx context.Context, recs []*kgo.Record) (kgo.Produ
 		return nil, fmt.Errorf("begin a transaction of %s: %w", w.id, err)
 	}
 	defer trace.StartRegion(ctx, "aggregate topic transaction").End()
-	results := w.cl.ProduceSync(ctx, recs...)
+	results := produceSync(ctx, w.cl, recs)
 	commit := kgo.TransactionEndTry(results.FirstErr() == nil)
 	if err := w.cl.EndTransaction(ctx, commit); err != nil {
 		if commit {

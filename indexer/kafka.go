@@ -204,7 +204,7 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 			return err
 		}
 	} else {
-		results = s.kafka.ProduceSync(ctx, recs...)
+		results = produceSync(ctx, s.kafka, recs)
 	}
 	var failed error
 	tooLarge := map[int]bool{}
@@ -268,13 +268,33 @@ func writeDeadLetters(ctx context.Context, cl *kgo.Client, topics *topicSet, top
 		key, value := dead[i].Encode()
 		recs[i] = &kgo.Record{Topic: topic, Key: key, Value: value}
 	}
-	for i, r := range cl.ProduceSync(ctx, recs...) {
+	for i, r := range produceSync(ctx, cl, recs) {
 		if r.Err != nil {
 			return fmt.Errorf("write dead letter for aggregate %s id %s to %s: %w", dead[i].Aggregate, dead[i].ID, topic, r.Err)
 		}
 		done(&dead[i])
 	}
 	return nil
+}
+
+// produceSync is cl.ProduceSync with the results in the order of recs:
+// franz-go returns them in the order they completed, which across
+// partitions is not the order given.
+func produceSync(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) kgo.ProduceResults {
+	return inRecordOrder(recs, cl.ProduceSync(ctx, recs...))
+}
+
+// inRecordOrder orders results like recs (each result carries its record).
+func inRecordOrder(recs []*kgo.Record, results kgo.ProduceResults) kgo.ProduceResults {
+	at := make(map[*kgo.Record]int, len(recs))
+	for i, r := range recs {
+		at[r] = i
+	}
+	out := make(kgo.ProduceResults, len(recs))
+	for _, r := range results {
+		out[at[r.Record]] = r
+	}
+	return out
 }
 
 // topicSet creates topics once per process.

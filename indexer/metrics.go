@@ -22,7 +22,7 @@ type metrics struct {
 	dlq       *prometheus.CounterVec // sink, aggregate
 	retries   *prometheus.CounterVec // sink
 	latency   *prometheus.HistogramVec
-	requests  *prometheus.CounterVec // sink: bulk requests sent
+	requests  *prometheus.CounterVec // sink: bulk requests sent (search sinks), transactions committed (kafka, fenced)
 	parts     *prometheus.CounterVec // sink: writers' chunks they carried
 }
 
@@ -33,8 +33,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dlq:       metric.Register(reg, metric.CounterVec("decant_indexer_dlq_total", "Documents a sink refused for good, written to the dead-letter topic instead.", "sink", "aggregate")),
 		retries:   metric.Register(reg, metric.CounterVec("decant_indexer_retries_total", "Retry rounds after retriable errors (429, 5xx, blocked index, connection loss).", "sink")),
 		latency:   metric.Register(reg, metric.SecondsVec("decant_indexer_write_seconds", "Duration of one Write call, until every document is acknowledged.", 16, "sink")),
-		requests:  metric.Register(reg, metric.CounterVec("decant_indexer_bulk_requests_total", "Bulk requests a search sink sent.", "sink")),
-		parts:     metric.Register(reg, metric.CounterVec("decant_indexer_bulk_parts_total", "Chunks of concurrent writes the bulk requests carried: more parts than requests means writes were coalesced.", "sink")),
+		requests:  metric.Register(reg, metric.CounterVec("decant_indexer_bulk_requests_total", "Bulk requests a search sink sent; for the aggregate topic sink (sink=kafka) in a build stage, the Kafka transactions it committed.", "sink")),
+		parts:     metric.Register(reg, metric.CounterVec("decant_indexer_bulk_parts_total", "Chunks of concurrent writes the bulk requests (or Kafka transactions) carried: more parts than requests means writes were coalesced.", "sink")),
 	}
 }
 
@@ -46,7 +46,7 @@ type Stats struct {
 	Conflicts    int64 // skipped because the same or a newer version was there (409)
 	DeadLettered int64 // written to the dead-letter topic
 	Retries      int64 // retry rounds
-	Requests     int64 // bulk requests sent (search sinks)
+	Requests     int64 // bulk requests sent (search sinks); transactions committed (Kafka, through fenced writers)
 	Parts        int64 // writes' chunks those requests carried: more than Requests when coalesced
 }
 
