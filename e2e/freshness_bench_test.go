@@ -74,8 +74,8 @@ aggregates:
 //     (search_p50, search_p99), and the index's refreshes over the phase
 //     counted (es_refreshes, es_refresh_mean): a change is searchable
 //     only after the refresh that follows its write.
-//  3. Low rate: DECANT_BENCH_FRESHNESS_LOW_RATE changes a second (default
-//  100. for DECANT_BENCH_FRESHNESS_LOW_SECONDS (default 30), until
+//  3. Low rate: DECANT_BENCH_FRESHNESS_LOW_RATE changes a second (100 by
+//     default) for DECANT_BENCH_FRESHNESS_LOW_SECONDS (30 by default), until
 //     /v1/wait returns: decant's CPU per 1,000 changes (cpu_low_rate) and
 //     its ratio to phase 1's (cpu_low_over_max), where the fixed costs of
 //     each batch and the idle work are no longer shared by many changes.
