@@ -365,6 +365,48 @@ type docsBulk struct {
 
 func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
 
+// plainVersusVersioned asks whether decant's versioned writes through an
+// alias cost Elasticsearch more than plain ones: it loads docs four times,
+// plain, as decant writes them (external_gte versions, require_alias),
+// again versioned, again plain, in requests of mb MB × workers, each timed
+// up to its refresh. target gives load i its destination (the version to
+// write, 0 for plain; the index to refresh; what to do after it). It
+// returns the plain loads, then the versioned ones.
+func (d *docsBench) plainVersusVersioned(b *testing.B, docs []wire.Document, mb, workers int, target func(i int, versioned bool) (dest string, version int64, refresh string, done func())) [2][]docsBulk {
+	b.Helper()
+	ctx := testenv.Ctx(b)
+	var ab [2][]docsBulk
+	for i, versioned := range []bool{false, true, true, false} {
+		dest, version, refresh, done := target(i, versioned)
+		resWaitESQuiet(b, d.es)
+		start, cpu0 := time.Now(), readServerCPU()
+		if err := idxBulkLoadAs(ctx, d.es, dest, docs, mb<<20, workers, version); err != nil {
+			b.Fatalf("bulk load into %s (versioned %v): %v", dest, versioned, err)
+		}
+		docsRefresh(b, d.es, refresh)
+		l := docsBulk{mb: mb, workers: workers, took: time.Since(start)}
+		l.cpu, l.cpuSum = readServerCPU().since(cpu0)
+		done()
+		k := 0
+		if versioned {
+			k = 1
+		}
+		ab[k] = append(ab[k], l)
+	}
+	return ab
+}
+
+// docsABCells describes plainVersusVersioned's loads for a log line.
+func docsABCells(ab [2][]docsBulk) string {
+	var cells []string
+	for k, name := range []string{"plain", "versioned"} {
+		for _, l := range ab[k] {
+			cells = append(cells, fmt.Sprintf("%s %.2fs (%s)", name, l.took.Seconds(), l.cpu))
+		}
+	}
+	return strings.Join(cells, ", ")
+}
+
 // freshIndex creates a new index with the aggregate's settings and
 // mappings behind an alias named name, and returns the concrete index.
 // With load it is set up for a bulk load (refresh off, no replicas), as
@@ -467,6 +509,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	cpu := freshCPU(b, run.Pid())
 	servers, serversSum := readServerCPU().since(servers0)
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
+	requests, parts := docsBulkRequests(addr)
 	<-profiled
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
@@ -485,6 +528,19 @@ func BenchmarkInitialLoad(b *testing.B) {
 	// decant's first start loads its index with refresh off and no
 	// replicas (indexer.bulk_load_settings): so does the ceiling.
 	best, _ := d.bulkGrid(b, docs, true)
+	// Elasticsearch used more CPU for decant's load than for the direct
+	// one: is it the versioned writes? The same documents into fresh
+	// load indexes, plain and as decant writes them, at the grid's best.
+	ab := d.plainVersusVersioned(b, docs, best.mb, best.workers, func(i int, versioned bool) (string, int64, string, func()) {
+		alias := fmt.Sprintf("%s-ab%d", d.es.Prefix, i)
+		index := d.freshIndex(b, alias, true)
+		done := func() { d.deleteIndex(b, index) }
+		if versioned {
+			return alias, int64(1) << 40, index, done
+		}
+		return index, 0, index, done
+	})
+	b.Logf("the same %d documents into fresh load indexes, plain and as decant writes them: %s", len(docs), docsABCells(ab))
 	k2 := testenv.Kafka(b)
 	streamConfig := d.config(b, "stream.yaml", k2.Prefix, "", "")
 	// The raw topics and the state topic exist, compacted as the streamer
@@ -549,11 +605,13 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), best, ours/theirs, took.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds(),
 		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
-		ceilingServers, streamCPU, (ceilingSum+streamCPU)/(float64(runtime.NumCPU())*ceiling.Seconds()))
+		ceilingServers, streamCPU, (ceilingSum+streamCPU)/(float64(runtime.NumCPU())*ceiling.Seconds()), requests, parts,
+		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
+		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu)
 }
 
 // docsLiveMark is the value the live changes write.
@@ -660,33 +718,13 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	// more than plain ones? The same documents into the same copy, plain
 	// and as decant writes them (external_gte versions, require_alias),
 	// alternating, requests of decant's default size and count.
-	var ab [2][]docsBulk // plain, versioned
-	for i, versioned := range []bool{false, true, true, false} {
-		resWaitESQuiet(b, d.es)
-		start, cpu0 := time.Now(), readServerCPU()
-		target, version := copied, int64(0)
+	ab := d.plainVersusVersioned(b, docs, 5, 4, func(i int, versioned bool) (string, int64, string, func()) {
 		if versioned {
-			target, version = copyAlias, int64(1)<<40+int64(i)*int64(changes)
+			return copyAlias, int64(1)<<40 + int64(i)*int64(changes), copied, func() {}
 		}
-		if err := idxBulkLoadAs(ctx, d.es, target, docs, 5<<20, 4, version); err != nil {
-			b.Fatalf("bulk load into %s (versioned %v): %v", target, versioned, err)
-		}
-		docsRefresh(b, d.es, copied)
-		l := docsBulk{mb: 5, workers: 4, took: time.Since(start)}
-		l.cpu, l.cpuSum = readServerCPU().since(cpu0)
-		if versioned {
-			ab[1] = append(ab[1], l)
-		} else {
-			ab[0] = append(ab[0], l)
-		}
-	}
-	var abCells []string
-	for k, name := range []string{"plain", "versioned"} {
-		for _, l := range ab[k] {
-			abCells = append(abCells, fmt.Sprintf("%s %.2fs (%s)", name, l.took.Seconds(), l.cpu))
-		}
-	}
-	b.Logf("the same %d documents into %s, plain and as decant writes them: %s", len(docs), copied, strings.Join(abCells, ", "))
+		return copied, 0, copied, func() {}
+	})
+	b.Logf("the same %d documents into %s, plain and as decant writes them: %s", len(docs), copied, docsABCells(ab))
 	best, _ := d.bulkGridInto(b, docs, copied)
 	fresh, _ := d.bulkGrid(b, docs, false)
 	ours, theirs := float64(changes)/took.Seconds(), float64(changes)/best.took.Seconds()
