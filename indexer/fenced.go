@@ -228,15 +228,12 @@ func (w *txnWriter) commitAll(ctx context.Context, f *fence.Fence, recs []*kgo.R
 	for j, r := range results {
 		switch {
 		case r.Err == nil:
-		case isTooLarge(r.Err):
-		default:
+			rest = append(rest, recs[j])
+			at = append(at, j)
+		case !isTooLarge(r.Err):
 			err := fmt.Errorf("transaction of %s: %w", w.id, r.Err)
 			f.Lose(err)
 			return nil, err
-		}
-		if r.Err == nil {
-			rest = append(rest, recs[j])
-			at = append(at, j)
 		}
 	}
 	if len(rest) == len(recs) || len(rest) == 0 {
