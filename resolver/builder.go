@@ -133,7 +133,7 @@ func (b *Builder) session(ctx context.Context) error {
 // franz-go's OnPartitionsCallbackBlocked), by waiting for every batch in
 // flight. A sink held for long holds a rebalance as long, not the
 // aggregate topic.
-func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted *atomic.Bool) error {
+func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted *atomic.Bool) (err error) {
 	bctx, cancel := context.WithCancel(ctx)
 	var inflight []*batch // oldest first
 	defer func() {
@@ -144,6 +144,12 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		b.met.setInFlight(nil)
 	}()
 	var refs, docs int64
+	var commits asyncCommits
+	defer func() {
+		if werr := commits.wait(); err == nil {
+			err = werr
+		}
+	}()
 	lastLog := time.Now()
 	// commitOldest waits for the oldest batch in flight and commits it.
 	commitOldest := func() error {
@@ -158,12 +164,10 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 			}
 			return bt.err
 		}
-		region = trace.StartRegion(ctx, "build commit")
-		err := cl.CommitRecords(ctx, bt.recs...)
-		region.End()
-		if err != nil {
-			return fmt.Errorf("commit offsets: %w", err)
+		if err := commits.failed(); err != nil {
+			return err
 		}
+		commits.commit(ctx, cl, bt.recs)
 		b.met.setInFlight(inflight)
 		refs += int64(len(bt.recs))
 		docs += bt.n

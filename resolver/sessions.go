@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // runSessions runs session until ctx ends, restarting it after an error
@@ -98,11 +101,22 @@ func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kg
 // handle gets each non-empty poll; only when it returns nil are the
 // records' offsets committed (at-least-once), then committed gets the
 // records and handle's count. An error of handle, of a fetch or of the commit ends the session,
-// uncommitted, for runSessions to restart.
-func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) error {
+// uncommitted, for runSessions to restart. Commits are asynchronous
+// (asyncCommits): the next batch is polled and handled while the last
+// one's commit is on its way.
+func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) (err error) {
+	var commits asyncCommits
+	defer func() {
+		if werr := commits.wait(); err == nil {
+			err = werr
+		}
+	}()
 	for {
 		recs, ended, err := poll(ctx, ctx, cl, maxRecords)
 		if ended || err != nil {
+			return err
+		}
+		if err := commits.failed(); err != nil {
 			return err
 		}
 		gens.observe(cl)
@@ -114,12 +128,84 @@ func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords 
 		if err != nil {
 			return err
 		}
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return fmt.Errorf("commit offsets: %w", err)
-		}
+		commits.commit(ctx, cl, recs)
 		cl.AllowRebalance()
 		committed(recs, n)
 	}
+}
+
+// asyncCommits commits the offsets of handled records without waiting
+// for the answer, so that a stage's loop polls on at once: a synchronous
+// commit kept the build stage's loop from polling for a quarter of the
+// time at 1,000 changes/s (p50 8 ms, p99 68 ms per commit), and every
+// ref fetched meanwhile waited for it. Order and rebalances stay safe
+// by franz-go's rules: a commit waits for the one before it, and a
+// rebalance's JoinGroup waits for every commit in flight, so a new owner
+// of a partition reads the offsets this member committed. A failed commit
+// is seen by failed or wait and ends the session; the records after it
+// are then consumed again (at least once).
+type asyncCommits struct {
+	pending sync.WaitGroup
+	mu      sync.Mutex
+	err     error
+}
+
+// commit commits the offsets after recs (the largest per partition, as
+// kgo.Client.CommitRecords does).
+func (a *asyncCommits) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range recs {
+		ps := offsets[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			offsets[r.Topic] = ps
+		}
+		eo := kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		if at, ok := ps[r.Partition]; ok && eo.Less(at) {
+			continue
+		}
+		ps[r.Partition] = eo
+	}
+	a.pending.Add(1)
+	cl.CommitOffsets(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer a.pending.Done()
+		if err == nil {
+			err = commitResponseErr(resp)
+		}
+		if err != nil {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.err == nil {
+				a.err = fmt.Errorf("commit offsets: %w", err)
+			}
+		}
+	})
+}
+
+// commitResponseErr is the first partition error of a commit's response:
+// franz-go retries the retryable group errors itself, so any is final.
+func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// failed is the first error of the commits answered so far.
+func (a *asyncCommits) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// wait waits for every commit issued and returns the first error.
+func (a *asyncCommits) wait() error {
+	a.pending.Wait()
+	return a.failed()
 }
 
 // fetchErr returns the first fetch error that is not a cancellation.
