@@ -60,7 +60,9 @@ aggregates:
 //     one (built, written and refreshed). On a small machine the writes
 //     and the pipeline share the cores, as they do in the next phase.
 //  2. Freshness: the same connections commit changes at half that rate
-//     (override with DECANT_BENCH_FRESHNESS_RATE) for
+//     (override with DECANT_BENCH_FRESHNESS_RATE), first for
+//     DECANT_BENCH_FRESHNESS_WARMUP_SECONDS unmeasured (default 30: the
+//     servers' first minutes are not their steady state), then for
 //     DECANT_BENCH_FRESHNESS_SECONDS (default 60), each change to the next
 //     document in turn. About 100 changes a second are sampled; a poller searches
 //     their documents by id, pausing 25 ms between searches, and a
@@ -105,6 +107,7 @@ func BenchmarkFreshness(b *testing.B) {
 	n := benchEnvInt("DECANT_BENCH_FRESHNESS_AGGREGATES", 50_000)
 	burst := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_BURST", 30_000))
 	seconds := benchEnvInt("DECANT_BENCH_FRESHNESS_SECONDS", 60)
+	warmup := benchEnvInt("DECANT_BENCH_FRESHNESS_WARMUP_SECONDS", 30)
 	fixedRate := benchEnvInt("DECANT_BENCH_FRESHNESS_RATE", 0)
 	lowRate := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_RATE", 100)
 	lowSeconds := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_SECONDS", 30)
@@ -213,6 +216,21 @@ streamer:
 		rate, rateIs = maxRate/2, "half_max"
 		if fixedRate > 0 {
 			rate, rateIs = float64(fixedRate), "fixed"
+		}
+		// Unmeasured, at the same rate: the window measures the steady
+		// state, not the servers' first minutes (an Elasticsearch started
+		// minutes before refreshed 3 times slower for about a minute).
+		if warmup > 0 {
+			var mu sync.Mutex // committed is called from every connection
+			warmed := seq
+			if err := freshDrive(ctx, pool, n, seq, math.MaxInt, rate, time.Duration(warmup)*time.Second, func(s int64, _ int, _ time.Time) {
+				mu.Lock()
+				defer mu.Unlock()
+				warmed = max(warmed, s)
+			}); err != nil {
+				b.Fatalf("warm-up: %v", err)
+			}
+			seq = warmed
 		}
 		cpu0 = freshCPU(b, run.Pid())
 		profiled := docsProfile(b, addr, "freshness", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
