@@ -38,6 +38,23 @@ LOG_TAG="$(basename "$(cd "$(dirname "$0")" && pwd)")"
 log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2; exit 1; }
 
+# The servers' ports lie in Linux's ephemeral range (32768-60999): a
+# client's outgoing connection may be given one as its source port while
+# the server is down, and the server cannot bind it again until that
+# connection closes (a chaos run's Elasticsearch restart failed so:
+# "Failed to bind to 127.0.0.1:59300"). Reserving the blocks keeps the
+# kernel from handing them out; binding them explicitly still works.
+# Best effort: it needs root, and a machine without it keeps the rare race.
+DECANT_RESERVED_PORTS="55400-55799,59000-59399"
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+  [ -w "$f" ] || return 0
+  cur="$(cat "$f" 2>/dev/null)" || return 0
+  case ",$cur," in *",55400-55799,"*",59000-59399,"*) return 0 ;; esac
+  echo "${cur:+$cur,}$DECANT_RESERVED_PORTS" > "$f" 2>/dev/null || true
+}
+reserve_ports
+
 # pid_alive FILE: true when FILE names a running process.
 pid_alive() {
   local f="$1" pid
