@@ -156,6 +156,7 @@ fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzDecodePgoutput -fuzztime=1m
+	$(GO) test ./resolver -run='^$$' -fuzz=FuzzKeyFastPath -fuzztime=1m
 	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendCompact -fuzztime=1m
 	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendString -fuzztime=1m
 	$(GO) test ./config -run='^$$' -fuzz=FuzzParse -fuzztime=1m

@@ -848,7 +848,8 @@ func docsDriveChanges(ctx context.Context, pool *pgxpool.Pool, n, count int) err
 func BenchmarkKafkaSinkOnly(b *testing.B) {
 	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
 	ctx := testenv.Ctx(b)
-	config := d.config(b, "run.yaml", d.k.Prefix, "", testenv.FreePort(b))
+	addr := testenv.FreePort(b)
+	config := d.config(b, "run.yaml", d.k.Prefix, "", addr)
 	topic := wire.AggTopic(d.k.Prefix, "customer")
 
 	start := time.Now()
@@ -892,12 +893,19 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		var profiled <-chan struct{}
+		if round == 0 { // the run's process: the build stage and the sink
+			profiled = docsProfile(b, addr, "kafka-sink-backfill", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 5))
+		}
 		started := time.Now()
 		bf := testenv.Start(b, "decant backfill", d.logPath(fmt.Sprintf("backfill-%d", round)), testenv.DecantCmd(b, nil, "backfill", "customer", "--config", config))
 		if code := bf.ExitCode(30 * time.Minute); code != 0 {
 			b.Fatalf("decant backfill exited %d; log:\n%s", code, bf.Tail(40))
 		}
 		took := time.Since(started)
+		if profiled != nil {
+			<-profiled
+		}
 		after, err := docsEndOffsets(ctx, d.k.Admin, topic)
 		if err != nil || after-before < int64(d.n) {
 			b.Fatalf("the backfill added %d records to %s (%v), want at least %d", after-before, topic, err, d.n)
@@ -994,8 +1002,10 @@ func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (i
 // and an execution trace (which shows where goroutines block: the
 // off-CPU side) of the decant process serving ops port addr, for the
 // next seconds seconds, into <dir>/<name>.cpu.pprof and <name>.trace
-// (docs/performance.md, "Where the time goes"). It returns at once;
-// wait for the returned channel before the process stops.
+// (docs/performance.md, "Where the time goes"); with
+// DECANT_BENCH_PROFILE_TRACE=0 the CPU profile only, since the trace
+// costs CPU of its own. It returns at once; wait for the returned
+// channel before the process stops.
 func docsProfile(b *testing.B, addr, name string, seconds int) <-chan struct{} {
 	done := make(chan struct{})
 	dir := os.Getenv("DECANT_BENCH_PROFILE_DIR")
@@ -1026,9 +1036,12 @@ func docsProfile(b *testing.B, addr, name string, seconds int) <-chan struct{} {
 		}
 		b.Logf("profile %s: decant's ops port %s did not answer", path, addr)
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name+".cpu.pprof")
-	go get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), name+".trace")
+	if os.Getenv("DECANT_BENCH_PROFILE_TRACE") != "0" {
+		wg.Add(1)
+		go get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), name+".trace")
+	}
 	go func() { wg.Wait(); close(done) }()
 	return done
 }

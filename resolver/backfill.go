@@ -172,7 +172,9 @@ func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(don
 		if complete {
 			return nil
 		}
-		if !ctxtime.Sleep(ctx, 200*time.Millisecond) {
+		// A committed-offsets fetch is one small request; every poll's
+		// pause is a delay of the command's return.
+		if !ctxtime.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

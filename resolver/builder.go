@@ -145,11 +145,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 	}()
 	var refs, docs int64
 	var commits asyncCommits
-	defer func() {
-		if werr := commits.wait(); err == nil {
-			err = werr
-		}
-	}()
+	defer commits.waitInto(&err)
 	lastLog := time.Now()
 	// commitOldest waits for the oldest batch in flight and commits it.
 	commitOldest := func() error {
@@ -448,6 +444,10 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 	}
 	byPart := map[tp]*work{}
 	var order []tp
+	// Consecutive refs often carry the same value (every ref of a
+	// backfill does, and the refs of one transaction): decoded once.
+	var lastValue []byte
+	var lastRef wire.Ref
 	for _, r := range recs {
 		a := b.byTopic[r.Topic]
 		if a == nil || r.Value == nil {
@@ -461,9 +461,13 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			}
 		}
 		var ref wire.Ref
-		if err := json.Unmarshal(r.Value, &ref); err != nil {
+		if lastValue != nil && bytes.Equal(r.Value, lastValue) {
+			ref = lastRef
+		} else if err := json.Unmarshal(r.Value, &ref); err != nil {
 			// The key alone says what to build: build it, and say so.
 			bt.bad = append(bt.bad, badRecord{r, fmt.Errorf("refs record is not a ref (its key is built anyway): %w", err)})
+		} else {
+			lastValue, lastRef = r.Value, ref
 		}
 		b.met.refs.WithLabelValues(a.Name).Inc()
 		k := tp{r.Topic, r.Partition}
@@ -660,6 +664,38 @@ func (b *Builder) write(ctx context.Context, docs []wire.Document) error {
 
 // parseKey returns the id values of an aggregate key ({"id":7}) in id order.
 func parseKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) {
+	if vals, ok := parseFlatKey(a, key); ok {
+		return vals, nil
+	}
+	return parseKeyJSON(a, key)
+}
+
+// parseFlatKey is parseKey's fast path (scanFlatKey); ok is false when
+// key is not of its form or not a valid key, which parseKeyJSON then
+// says why. The values share key's memory.
+func parseFlatKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, bool) {
+	var buf [4]flatMember
+	ms, ok := scanFlatKey(key, buf[:])
+	if !ok || len(ms) != len(a.ID) {
+		return nil, false
+	}
+	vals := make([]json.RawMessage, len(a.ID))
+	for i, c := range a.ID {
+		for _, m := range ms {
+			if string(m.name) == c {
+				vals[i] = m.val
+				break
+			}
+		}
+		if vals[i] == nil || string(vals[i]) == "null" {
+			return nil, false
+		}
+	}
+	return vals, true
+}
+
+// parseKeyJSON is parseKey with encoding/json, for every form of key.
+func parseKeyJSON(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(key, &m); err != nil {
 		return nil, fmt.Errorf("aggregate %s: key %.100s is not a JSON object: %w", a.Name, key, err)
@@ -761,10 +797,7 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	// hit the same search document as the built one.
 	// The built row may have been requested too, in its own encoding: a
 	// chunk can hold both keys.
-	builtAs := make(map[string]bool, len(built))
-	for k := range built {
-		builtAs[looseKey([]byte(k))] = true
-	}
+	var builtAs map[string]bool // made at the first key not built, which most builds never have
 	for _, k := range append(canon, extra...) {
 		if seen[string(k)] {
 			continue
@@ -773,9 +806,16 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
 		if doc, ok := built[string(k)]; ok {
 			d.Doc, d.Built = doc, true
-		} else if builtAs[looseKey(k)] {
-			continue
 		} else {
+			if builtAs == nil {
+				builtAs = make(map[string]bool, len(built))
+				for k := range built {
+					builtAs[looseKey([]byte(k))] = true
+				}
+			}
+			if builtAs[looseKey(k)] {
+				continue
+			}
 			d.Deleted = true
 		}
 		docs = append(docs, d)
@@ -788,6 +828,31 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 // {"id":2}) get the same loose key, as they get the same search document
 // id.
 func looseKey(k []byte) string {
+	var buf [4]flatMember
+	ms, ok := scanFlatKey(k, buf[:])
+	if !ok {
+		return looseKeyJSON(k)
+	}
+	slices.SortFunc(ms, func(x, y flatMember) int { return bytes.Compare(x.name, y.name) })
+	var b strings.Builder
+	for _, m := range ms {
+		v := m.val
+		switch {
+		case v[0] == '"':
+			v = v[1 : len(v)-1] // plain ASCII: unquoted as it is
+		case string(v) == "null":
+			v = nil // as encoding/json leaves a string it decodes null into
+		}
+		b.Write(m.name)
+		b.WriteByte(0)
+		b.Write(v)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// looseKeyJSON is looseKey with encoding/json, for every form of key.
+func looseKeyJSON(k []byte) string {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(k, &m) != nil {
 		return string(k)

@@ -128,4 +128,17 @@ func TestAsyncCommits(t *testing.T) {
 	if err := commits.failed(); !errors.Is(err, kerr.OffsetMetadataTooLarge) {
 		t.Fatalf("failed after a refused commit: %v, want %v", err, kerr.OffsetMetadataTooLarge)
 	}
+	// The stages' deferred waitInto: the loop's own error comes first,
+	// else the commit's.
+	var loopErr error
+	commits.waitInto(&loopErr)
+	if !errors.Is(loopErr, kerr.OffsetMetadataTooLarge) {
+		t.Fatalf("waitInto with no error of the loop: %v, want %v", loopErr, kerr.OffsetMetadataTooLarge)
+	}
+	first := errors.New("the loop's error")
+	loopErr = first
+	commits.waitInto(&loopErr)
+	if loopErr != first {
+		t.Fatalf("waitInto replaced the loop's error with %v", loopErr)
+	}
 }

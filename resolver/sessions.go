@@ -106,11 +106,7 @@ func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kg
 // one's commit is on its way.
 func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords int, handle func([]*kgo.Record) (int64, error), committed func([]*kgo.Record, int64)) (err error) {
 	var commits asyncCommits
-	defer func() {
-		if werr := commits.wait(); err == nil {
-			err = werr
-		}
-	}()
+	defer commits.waitInto(&err)
 	for {
 		recs, ended, err := poll(ctx, ctx, cl, maxRecords)
 		if ended || err != nil {
@@ -206,6 +202,14 @@ func (a *asyncCommits) failed() error {
 func (a *asyncCommits) wait() error {
 	a.pending.Wait()
 	return a.failed()
+}
+
+// waitInto waits like wait and keeps its error in *err unless *err
+// holds one already: the deferred end of a stage's loop.
+func (a *asyncCommits) waitInto(err *error) {
+	if werr := a.wait(); *err == nil {
+		*err = werr
+	}
 }
 
 // fetchErr returns the first fetch error that is not a cancellation.

@@ -33,3 +33,30 @@ func FuzzAppendCompact(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppendCompact compacts a document shaped like the demo shop's
+// (PostgreSQL's json builders' spacing, nested orders and lines).
+func BenchmarkAppendCompact(b *testing.B) {
+	var doc bytes.Buffer
+	doc.WriteString(`{"id" : 12345, "name" : "Customer 12345", "email" : "customer12345@example.com", "tags" : ["vip", "newsletter"], "orders" : [`)
+	for o := range 3 {
+		if o > 0 {
+			doc.WriteString(", \n ")
+		}
+		doc.WriteString(`{"id" : 98765, "status" : "shipped", "placed_at" : "2026-11-30T12:34:56.789+00:00", "lines" : [`)
+		for l := range 3 {
+			if l > 0 {
+				doc.WriteString(", \n ")
+			}
+			doc.WriteString(`{"line_no" : 1, "qty" : 2, "product" : {"sku" : "SKU-000123", "title" : "Product \"123\" deluxe", "price" : 19.99}}`)
+		}
+		doc.WriteString(`]}`)
+	}
+	doc.WriteString(`]}`)
+	src := doc.Bytes()
+	dst := make([]byte, 0, len(src))
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		dst = AppendCompact(dst[:0], src)
+	}
+}
