@@ -809,8 +809,8 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		} else {
 			if builtAs == nil {
 				builtAs = make(map[string]bool, len(built))
-				for k := range built {
-					builtAs[looseKey([]byte(k))] = true
+				for bk := range built {
+					builtAs[looseKey([]byte(bk))] = true
 				}
 			}
 			if builtAs[looseKey(k)] {
