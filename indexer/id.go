@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // DocumentID returns the Elasticsearch _id of an aggregate id, given as the
@@ -52,8 +54,8 @@ func DocumentID(id json.RawMessage) (string, error) {
 
 // idValues returns the compacted member values of a JSON object, in order.
 func idValues(id json.RawMessage) ([]json.RawMessage, error) {
-	if v, ok := simpleID(id); ok {
-		return []json.RawMessage{v}, nil
+	if vals, ok := fastIDValues(id); ok {
+		return vals, nil
 	}
 	return idValuesJSON(id)
 }
@@ -93,43 +95,19 @@ func idValuesJSON(id json.RawMessage) ([]json.RawMessage, error) {
 	return vals, nil
 }
 
-// simpleID is idValues' fast path for the ids the build stage writes, a
-// compact object of one column whose value is a number or a string
-// without escapes: {"id":7}, {"sku":"A-1"}. Anything else (ok false) takes
-// the general path.
-func simpleID(id []byte) (json.RawMessage, bool) {
-	if len(id) < 6 || id[0] != '{' || id[1] != '"' || id[len(id)-1] != '}' {
+// fastIDValues is idValues' fast path for the ids the build stage writes,
+// flat objects of scalars (wire.ScanFlatObject): {"id":7},
+// {"order_id":3,"sku":"A-1"}. Anything else (ok false) takes the general
+// path, which also says why an id is not one.
+func fastIDValues(id []byte) ([]json.RawMessage, bool) {
+	var buf [4]wire.FlatMember
+	ms, ok := wire.ScanFlatObject(id, buf[:])
+	if !ok || len(ms) == 0 {
 		return nil, false
 	}
-	i := 2
-	for i < len(id) && id[i] != '"' {
-		if id[i] == '\\' || id[i] < 0x20 {
-			return nil, false
-		}
-		i++
+	vals := make([]json.RawMessage, len(ms))
+	for i, m := range ms {
+		vals[i] = m.Value
 	}
-	if i+2 >= len(id) || id[i+1] != ':' {
-		return nil, false
-	}
-	v := id[i+2 : len(id)-1]
-	switch {
-	case len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"':
-		for _, c := range v[1 : len(v)-1] {
-			if c == '"' || c == '\\' || c < 0x20 {
-				return nil, false
-			}
-		}
-	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
-		for _, c := range v {
-			if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-				return nil, false
-			}
-		}
-		if !json.Valid(v) {
-			return nil, false
-		}
-	default:
-		return nil, false
-	}
-	return v, true
+	return vals, true
 }

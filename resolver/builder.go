@@ -670,20 +670,20 @@ func parseKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) {
 	return parseKeyJSON(a, key)
 }
 
-// parseFlatKey is parseKey's fast path (scanFlatKey); ok is false when
+// parseFlatKey is parseKey's fast path (wire.ScanFlatObject); ok is false when
 // key is not of its form or not a valid key, which parseKeyJSON then
 // says why. The values share key's memory.
 func parseFlatKey(a *mappings.Aggregate, key []byte) ([]json.RawMessage, bool) {
-	var buf [4]flatMember
-	ms, ok := scanFlatKey(key, buf[:])
+	var buf [4]wire.FlatMember
+	ms, ok := wire.ScanFlatObject(key, buf[:])
 	if !ok || len(ms) != len(a.ID) {
 		return nil, false
 	}
 	vals := make([]json.RawMessage, len(a.ID))
 	for i, c := range a.ID {
 		for _, m := range ms {
-			if string(m.name) == c {
-				vals[i] = m.val
+			if string(m.Name) == c {
+				vals[i] = m.Value
 				break
 			}
 		}
@@ -828,22 +828,22 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 // {"id":2}) get the same loose key, as they get the same search document
 // id.
 func looseKey(k []byte) string {
-	var buf [4]flatMember
-	ms, ok := scanFlatKey(k, buf[:])
+	var buf [4]wire.FlatMember
+	ms, ok := wire.ScanFlatObject(k, buf[:])
 	if !ok {
 		return looseKeyJSON(k)
 	}
-	slices.SortFunc(ms, func(x, y flatMember) int { return bytes.Compare(x.name, y.name) })
+	slices.SortFunc(ms, func(x, y wire.FlatMember) int { return bytes.Compare(x.Name, y.Name) })
 	var b strings.Builder
 	for _, m := range ms {
-		v := m.val
+		v := m.Value
 		switch {
 		case v[0] == '"':
 			v = v[1 : len(v)-1] // plain ASCII: unquoted as it is
 		case string(v) == "null":
 			v = nil // as encoding/json leaves a string it decodes null into
 		}
-		b.Write(m.name)
+		b.Write(m.Name)
 		b.WriteByte(0)
 		b.Write(v)
 		b.WriteByte(0)

@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
 )
 
-// FuzzKeyFastPath checks that the keys' fast path (scanFlatKey) agrees
+// FuzzKeyFastPath checks that the keys' fast path (wire.ScanFlatObject) agrees
 // with encoding/json wherever it answers: parseKey's values, looseKey,
 // and the members themselves. Where it declines, encoding/json decides.
 //
@@ -27,20 +28,20 @@ func FuzzKeyFastPath(f *testing.F) {
 	}
 	aggs := []*mappings.Aggregate{{Name: "one", ID: []string{"id"}}, {Name: "two", ID: []string{"order_id", "sku"}}}
 	f.Fuzz(func(t *testing.T, key []byte) {
-		ms, ok := scanFlatKey(key, nil)
+		ms, ok := wire.ScanFlatObject(key, nil)
 		if !ok {
 			return
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(key, &m); err != nil {
-			t.Fatalf("scanFlatKey read %q, which encoding/json rejects: %v", key, err)
+			t.Fatalf("ScanFlatObject read %q, which encoding/json rejects: %v", key, err)
 		}
 		if len(m) != len(ms) {
-			t.Fatalf("scanFlatKey read %d members of %q, encoding/json %d", len(ms), key, len(m))
+			t.Fatalf("ScanFlatObject read %d members of %q, encoding/json %d", len(ms), key, len(m))
 		}
 		for _, mb := range ms {
-			if v, found := m[string(mb.name)]; !found || !bytes.Equal(v, mb.val) {
-				t.Fatalf("member %q of %q: scanFlatKey %q, encoding/json %q", mb.name, key, mb.val, v)
+			if v, found := m[string(mb.Name)]; !found || !bytes.Equal(v, mb.Value) {
+				t.Fatalf("member %q of %q: ScanFlatObject %q, encoding/json %q", mb.Name, key, mb.Value, v)
 			}
 		}
 		if got, want := looseKey(key), looseKeyJSON(key); got != want {
@@ -68,7 +69,7 @@ func TestKeyFastPathTakesDecantsKeys(t *testing.T) {
 	if !ok || string(vals[0]) != `3` || string(vals[1]) != `"a-1"` {
 		t.Fatalf("parseFlatKey(%s) = %q, %v; want [3 \"a-1\"] on the fast path", key, vals, ok)
 	}
-	if _, ok := scanFlatKey(key, nil); !ok {
+	if _, ok := wire.ScanFlatObject(key, nil); !ok {
 		t.Fatalf("looseKey's fast path declined %s", key)
 	}
 }

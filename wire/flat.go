@@ -1,77 +1,78 @@
-package resolver
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
 )
 
-// Ref keys are flat JSON objects that decant writes itself ({"id":7},
-// {"order_id":3,"sku":"a-1"}), and every ref of a build batch is parsed
-// two or three times (plan, build, the deleted-or-renamed check). With
-// encoding/json's map decoding that was a sixth of decant's CPU in a
+// Record keys and aggregate ids are flat JSON objects that decant writes
+// itself ({"id":7}, {"order_id":3,"sku":"a-1"}). The build stage parses
+// every ref's key two or three times, and the search sink every
+// document's id: with encoding/json that was a sixth of decant's CPU in a
 // Kafka-sink-only backfill (docs/performance.md, "Ninth pass").
-// scanFlatKey reads the common form without reflection; anything it does
-// not fully understand is left to encoding/json, so both paths give the
-// same answers (FuzzKeyFastPath).
+// ScanFlatObject reads the common form without reflection; anything it
+// does not fully understand is left to the caller's encoding/json path,
+// so both give the same answers (resolver FuzzKeyFastPath, indexer
+// TestSimpleIDMatchesJSON).
 
-// flatMember is one member of a flat key object: its name, and its value
-// as it appears in the key.
-type flatMember struct {
-	name []byte
-	val  json.RawMessage
+// FlatMember is one member of a flat object: its name, and its value as
+// it appears in the object.
+type FlatMember struct {
+	Name  []byte
+	Value json.RawMessage
 }
 
-// scanFlatKey parses key when it is an object whose member names are
+// ScanFlatObject parses key when it is an object whose member names are
 // plain ASCII (no escapes), distinct, and whose values are numbers,
 // plain ASCII strings (no escapes), true, false or null, with JSON
 // whitespace anywhere between tokens. ok is false for anything else,
 // valid JSON or not: the caller then decodes key with encoding/json.
-func scanFlatKey(key []byte, buf []flatMember) (ms []flatMember, ok bool) {
+func ScanFlatObject(key []byte, buf []FlatMember) (ms []FlatMember, ok bool) {
 	ms = buf[:0]
-	i := skipSpace(key, 0)
+	i := skipJSONSpace(key, 0)
 	if i == len(key) || key[i] != '{' {
 		return nil, false
 	}
-	i = skipSpace(key, i+1)
+	i = skipJSONSpace(key, i+1)
 	if i < len(key) && key[i] == '}' {
-		return ms, skipSpace(key, i+1) == len(key)
+		return ms, skipJSONSpace(key, i+1) == len(key)
 	}
 	for {
 		name, next, ok := scanPlainString(key, i)
 		if !ok {
 			return nil, false
 		}
-		i = skipSpace(key, next)
+		i = skipJSONSpace(key, next)
 		if i == len(key) || key[i] != ':' {
 			return nil, false
 		}
-		i = skipSpace(key, i+1)
+		i = skipJSONSpace(key, i+1)
 		end, ok := scanFlatValue(key, i)
 		if !ok {
 			return nil, false
 		}
 		for _, m := range ms {
-			if bytes.Equal(m.name, name) {
+			if bytes.Equal(m.Name, name) {
 				return nil, false // a repeated name: encoding/json keeps the last
 			}
 		}
-		ms = append(ms, flatMember{name: name, val: key[i:end]})
-		i = skipSpace(key, end)
+		ms = append(ms, FlatMember{Name: name, Value: key[i:end]})
+		i = skipJSONSpace(key, end)
 		if i == len(key) {
 			return nil, false
 		}
 		switch key[i] {
 		case ',':
-			i = skipSpace(key, i+1)
+			i = skipJSONSpace(key, i+1)
 		case '}':
-			return ms, skipSpace(key, i+1) == len(key)
+			return ms, skipJSONSpace(key, i+1) == len(key)
 		default:
 			return nil, false
 		}
 	}
 }
 
-func skipSpace(b []byte, i int) int {
+func skipJSONSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
