@@ -31,9 +31,14 @@ func (s *Streamer) stream(ctx context.Context, pool *pgxpool.Pool, repl *pgconn.
 	defer func() { stopHB(); <-hbDone }()
 
 	rep := &statusReporter{s: s, repl: repl, prog: prog}
-	// On the way out, wait for what was produced and confirm it, so a clean
-	// shutdown does not re-send what Kafka already has.
+	// On the way out of a stopped session, wait for what was produced and
+	// confirm it, so a clean shutdown does not re-send what Kafka already
+	// has. A failed session does not wait: what Kafka has not acknowledged
+	// is dropped (dropUnacknowledged) and streamed again.
 	defer func() {
+		if ctx.Err() == nil {
+			return
+		}
 		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := s.kafka.Flush(fctx); err == nil && s.fatalErr() == nil {

@@ -77,6 +77,12 @@ func New(cfg Config) (*Streamer, error) {
 		// the default of 5s, a first metadata answer that did not list
 		// them yet held the whole snapshot up for 5s.
 		kgo.MetadataMinAge(100 * time.Millisecond),
+		// Lets dropUnacknowledged fail records whose produce request may
+		// have been sent: without it, kgo keeps retrying them while Kafka
+		// is unreachable and writes them once it is back, after the
+		// session ended. A record failed that Kafka had in fact written
+		// is streamed again: a duplicate, in order.
+		kgo.AllowIdempotentProduceCancellation(),
 	}, cfg.Kafka...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -203,6 +209,9 @@ func (s *Streamer) session(ctx context.Context) (err error) {
 		return fmt.Errorf("replication connection: %w", err)
 	}
 	defer repl.Close(context.Background())
+	// Before the slot is released (above), nothing of this session may
+	// still be on its way to Kafka.
+	defer s.dropUnacknowledged()
 
 	start, snapshotted, err := s.takeSlot(ctx, pool, repl)
 	if err != nil {
@@ -524,8 +533,8 @@ func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 		})
 		return
 	}
-	if errors.Is(err, context.Canceled) {
-		return
+	if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrAborting) {
+		return // the session is ending (dropUnacknowledged)
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
 		// Deleted under us: forget it, so the next session creates it again
@@ -536,6 +545,31 @@ func (s *Streamer) produceFailed(r *kgo.Record, err error, m *txnMark) {
 		return
 	}
 	s.setFatal(fmt.Errorf("produce to %s: %w", r.Topic, err))
+}
+
+// dropUnacknowledged fails every record the session produced that Kafka
+// has not acknowledged, and waits until none of them can still be written.
+// The slot was not confirmed past them, so whoever streams from it next
+// sends them again. Kept in the client instead, they were written when
+// Kafka came back: a session that ended while Kafka was unreachable (say
+// PostgreSQL restarted during a Kafka outage) delivered them after the
+// records of the streamer that had taken the slot meanwhile, and a raw
+// topic's last record of a key was then older than its row, or a deleted
+// row's. A session that was stopped has flushed first (stream).
+func (s *Streamer) dropUnacknowledged() {
+	n := s.kafka.BufferedProduceRecords()
+	if n == 0 {
+		return
+	}
+	// AbortBufferedRecords waits for the answers to requests in flight,
+	// which a produce request's timeout bounds.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.kafka.AbortBufferedRecords(ctx); err != nil {
+		s.log.Error("could not drop the records Kafka has not acknowledged; some may still be written", "records", n, "err", err)
+		return
+	}
+	s.log.Warn("dropped the records Kafka had not acknowledged; the slot sends them again", "records", n)
 }
 
 // opBytes are the decant-op header values, shared by every record.
