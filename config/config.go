@@ -181,6 +181,11 @@ type Redaction struct {
 type Resolver struct {
 	// BatchSize is how many changes (map) or ids (build) one SQL statement handles. Default: 500.
 	BatchSize int `yaml:"batch_size"`
+	// MaxInFlightBytes bounds the bytes of the documents the build stage
+	// has in flight (polled, not yet written): with large documents it
+	// polls fewer ids at a time. Its memory grows by about ten times this.
+	// Default: 67108864 (64 MiB).
+	MaxInFlightBytes int `yaml:"max_in_flight_bytes"`
 	// Group is the consumer group prefix. Default: the topic prefix.
 	Group string `yaml:"group"`
 	// SessionTimeout of the map and build stages' consumer group members:
@@ -232,7 +237,7 @@ func Default() Config {
 		Log:      Log{Level: "info", Format: "text"},
 		Streamer: Streamer{SnapshotMode: "initial", SlotFailover: "auto", SnapshotChunkRows: 10000, StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 10 * time.Second, MaxInFlight: 100000,
 			MaskText: "xxxxx", HashSaltEnv: "DECANT_HASH_SALT"},
-		Resolver: Resolver{BatchSize: 500, SessionTimeout: 45 * time.Second, Fence: true},
+		Resolver: Resolver{BatchSize: 500, MaxInFlightBytes: 64 << 20, SessionTimeout: 45 * time.Second, Fence: true},
 		Indexer:  Indexer{BulkActions: 10000, BulkBytes: 5 << 20, BulkRequests: 4, BulkLoadSettings: true, AutoReindex: true},
 	}
 }
@@ -465,6 +470,9 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Resolver.BatchSize < 1 {
 		bad("resolver.batch_size", "must be at least 1")
+	}
+	if c.Resolver.MaxInFlightBytes < 1<<20 {
+		bad("resolver.max_in_flight_bytes", "must be at least 1048576 (1 MiB), e.g. 67108864")
 	}
 	if c.Resolver.SessionTimeout < 6*time.Second || c.Resolver.SessionTimeout > 30*time.Minute {
 		bad("resolver.session_timeout", "must be between 6s and 30m (Kafka's group.min/max.session.timeout.ms bound it too), e.g. 45s")

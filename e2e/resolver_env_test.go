@@ -503,6 +503,8 @@ type resChildSpec struct {
 	Mapping    string // mapping YAML, index names filled in
 	Partitions int
 	BatchSize  int
+	// MaxInFlightBytes is resolver.Config's (0: the default).
+	MaxInFlightBytes int
 	// Metrics, when set, is a host:port on which the child serves its
 	// stage's Prometheus metrics at /metrics.
 	Metrics string
@@ -561,7 +563,7 @@ func resChildStage(ctx context.Context, c resChildSpec, log *slog.Logger) error 
 		}
 		stage = append(stage, kgo.WithHooks(&resPolledLog{f: f, input: input}))
 	}
-	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize,
+	cfg := resolver.Config{Kafka: stage, TopicPrefix: c.Prefix, Partitions: c.Partitions, BatchSize: c.BatchSize, MaxInFlightBytes: c.MaxInFlightBytes,
 		// A killed member stays in its group until its session times
 		// out; a short timeout lets the restarted stage take over sooner.
 		SessionTimeout: 10 * time.Second, Unfenced: c.Unfenced, Logger: log}

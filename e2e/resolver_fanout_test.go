@@ -232,6 +232,104 @@ ANALYZE;`, resFanNoteBytes/32+1, resFanNoteBytes, n, n, resFanOthers))
 	resReport(t, problems)
 }
 
+// TestResolverFanOutLargeDocuments: with documents of about 50 kB, the
+// build stage's refs in flight are bounded by the bytes of their
+// documents (resolver.max_in_flight_bytes, here 4 MiB), not only by their
+// count. It runs with the default batch size (500), whose count bound
+// (64,000 refs) is above N: every document of the fan-out may be in
+// flight at once when only the count bounds them, and then the stage's
+// peak RSS grows by several times the fan-out's documents (N × 50 kB).
+// Asserted, in the fan-out to N documents after an initial load of them:
+// the refs in flight (decant_resolver_build_refs_in_flight_peak) never
+// exceed 4 MiB of documents, in either phase; the build child's peak RSS
+// grows by less than the fan-out's documents; and both sinks have every
+// document with the new title. N is 3,000 by default, 10,000 with
+// DECANT_HEAVY=1, or DECANT_FANOUT_LARGE_AGGREGATES.
+func TestResolverFanOutLargeDocuments(t *testing.T) {
+	n := resSize("DECANT_FANOUT_LARGE_AGGREGATES", 3000, 10000)
+	const noteBytes, budget = 50000, 4 << 20
+	e := newResEnv(t, resFanSchema, resFanMapping)
+	e.pg.Exec(t, fmt.Sprintf(`
+INSERT INTO products VALUES (1, 'sku-1', 'old title');
+INSERT INTO lines SELECT g, 1, 1, left(repeat(md5(g::text), %d), %d) FROM generate_series(1, %d) g;
+ANALYZE;`, noteBytes/32+1, noteBytes, n))
+	// A document is its note and about 150 bytes more; in flight, the
+	// build stage counts it with its id and 100 bytes (docsize.go).
+	bound := budget / (noteBytes + 150)
+	start := func(gen int) (mapper, builder *testenv.Proc, addr string) {
+		mapper, err := e.startChild("map", gen, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = testenv.FreePort(t)
+		builder, err = e.startChildSpec(gen, resChildSpec{Stage: "build", MaxInFlightBytes: budget, Metrics: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mapper, builder, addr
+	}
+	e.startStreamer()
+	mapper, builder, addr := start(1)
+	testenv.WaitFor(t, "the initial load in Elasticsearch", resFanTimeout(n), func() (bool, error) {
+		got := e.esCount(t, "line", nil)
+		return got == n, fmt.Errorf("%d of %d documents", got, n)
+	})
+	e.waitQuiet(resFanTimeout(n))
+	loadRefs := resInFlightPeak(t, builder, addr)
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if err := resTerm(c); err != nil {
+			t.Fatalf("%s: %v\n%s", c.Name, err, c.Tail(20))
+		}
+	}
+
+	mapper, builder, addr = start(2)
+	resWaitGroupStable(t, e.k, e.k.Prefix+".map")
+	resWaitGroupStable(t, e.k, e.k.Prefix+".build")
+	base := resSettledRSS(t, builder)
+	title := "new title " + testenv.Suffix()
+	started := time.Now()
+	e.pg.Exec(t, `UPDATE products SET title = $1 WHERE id = 1`, title)
+	e.waitQuiet(resFanTimeout(n))
+	took := time.Since(started)
+	peak := resPeak(t, builder)
+	fanRefs := resInFlightPeak(t, builder, addr)
+	for _, c := range []*testenv.Proc{mapper, builder} {
+		if c.Exited() {
+			t.Fatalf("%s exited: %v\n%s", c.Name, c.Err(), c.Tail(30))
+		}
+	}
+	t.Logf("fan-out to %d documents of about %d kB: %s; build refs in flight at most: initial load %d, fan-out %d (bound %d: 4 MiB of documents; by count alone 64,000)",
+		n, noteBytes/1000, took.Round(time.Millisecond), loadRefs, fanRefs, bound)
+
+	var problems []string
+	for name, refs := range map[string]int{"initial load": loadRefs, "fan-out": fanRefs} {
+		if refs > bound {
+			problems = append(problems, fmt.Sprintf("build (%s): %d refs in flight at once, want at most %d (4 MiB of documents of about %d kB): resolver.max_in_flight_bytes does not bound them", name, refs, bound, noteBytes/1000))
+		}
+	}
+	if got := e.esCount(t, "line", map[string]any{"term": map[string]any{"product.title.keyword": title}}); got != n {
+		problems = append(problems, fmt.Sprintf("elasticsearch: %d documents carry the new title, want %d", got, n))
+	}
+	state, vp := e.aggTopicState("line")
+	problems = append(problems, vp...)
+	var fanBytes int64
+	for k, d := range state {
+		fanBytes += int64(len(d))
+		if !strings.Contains(string(d), title) {
+			problems = append(problems, fmt.Sprintf("aggregate topic: %s lacks the new title", k))
+			break
+		}
+	}
+	if len(state) != n {
+		problems = append(problems, fmt.Sprintf("aggregate topic: %d documents, want %d", len(state), n))
+	}
+	problems = append(problems, resFanGrowth(t, "build", peak-base,
+		fanBytes, fmt.Sprintf("the fan-out's documents, %d × %d kB", n, fanBytes/int64(max(n, 1))/1000),
+		24<<20+10*budget+int64(n)*384,
+		"24 MB + 10 × 4 MiB of documents in flight + 384 B for each key in the Kafka sink's version guard")...)
+	resReport(t, problems)
+}
+
 // resFanGrowth checks a stage's growth of peak RSS during the fan-out
 // against capBytes, what the stage holds at the least when it buffers the
 // fan-out whole, and logs bounded, about what it grows by when it does

@@ -37,6 +37,7 @@ type Builder struct {
 	met     *buildMetrics
 	aggs    []*mappings.Aggregate
 	byTopic map[string]*mappings.Aggregate
+	sizes   docSizes // of the documents built so far: bounds the refs in flight
 }
 
 // NewBuilder validates cfg. It does no I/O. db must carry SessionParams
@@ -200,13 +201,18 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		// maxPollsInFlight polls' worth of refs (batches are as small as
 		// the rate makes them, so under a trickle more of them may wait
 		// for a slow sink while the aggregate topic stays fresh).
+		// Fewer when their documents would exceed MaxInFlightBytes
+		// (docsize.go).
 		pollMax := pollChunks * b.cfg.BatchSize * b.cfg.Workers
+		limit := b.sizes.refsLimit(maxPollsInFlight*pollMax, b.cfg.MaxInFlightBytes, b.cfg.Workers)
+		b.met.refsLimit.Set(float64(limit))
+		next := min(pollMax, limit)
 		queued := 0
 		for _, bt := range inflight {
 			queued += len(bt.recs)
 		}
 		wait := 0
-		for ; wait < len(inflight) && (len(inflight)-wait > maxInFlight-1 || queued > (maxPollsInFlight-1)*pollMax); wait++ {
+		for ; wait < len(inflight) && (len(inflight)-wait > maxInFlight-1 || queued+next > limit); wait++ {
 			queued -= len(inflight[wait].recs)
 		}
 		if err := commitUpTo(wait); err != nil {
@@ -233,7 +239,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 			}(inflight[0].done)
 		}
 		region := trace.StartRegion(ctx, "build poll")
-		recs, ended, err := poll(ctx, pctx, cl, pollMax)
+		recs, ended, err := poll(ctx, pctx, cl, next)
 		region.End()
 		cut := pctx.Err() != nil
 		stop()
@@ -622,6 +628,7 @@ func (b *Builder) buildChunk(ctx context.Context, c chunk) ([]wire.Document, err
 		return nil, mappingBroken("build", c.agg.Name, err)
 	}
 	b.met.statements.Observe(time.Since(started).Seconds())
+	b.sizes.observe(docs)
 	for i := range docs {
 		// A built id that no ref named (its encoding differs from the
 		// requested key's) goes with the chunk's first key: a member that

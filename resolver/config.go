@@ -44,6 +44,11 @@ type Config struct {
 	// hands to the sinks in one Write: built chunks are grouped up to it,
 	// so that Elasticsearch gets bulk requests of this size. Default: 5 MiB.
 	WriteBytes int
+	// MaxInFlightBytes bounds the bytes of the documents of the refs the
+	// build stage has in flight, at the size of the documents it built
+	// lately: with large documents it polls fewer refs (docsize.go).
+	// Default: 64 MiB.
+	MaxInFlightBytes int
 	// Aggregates restricts the stages to these aggregate names. Default: all.
 	Aggregates []string
 	// VisibilityTimeout is how long a build waits for the transactions
@@ -88,6 +93,9 @@ func (c *Config) defaults() {
 	if c.WriteBytes == 0 {
 		c.WriteBytes = 5 << 20
 	}
+	if c.MaxInFlightBytes == 0 {
+		c.MaxInFlightBytes = d.Resolver.MaxInFlightBytes
+	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = d.Resolver.SessionTimeout
 	}
@@ -105,7 +113,7 @@ func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prome
 	return Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(),
-		BatchSize: cfg.Resolver.BatchSize, SessionTimeout: cfg.Resolver.SessionTimeout, Unfenced: !cfg.Resolver.Fence,
+		BatchSize: cfg.Resolver.BatchSize, MaxInFlightBytes: cfg.Resolver.MaxInFlightBytes, SessionTimeout: cfg.Resolver.SessionTimeout, Unfenced: !cfg.Resolver.Fence,
 		Logger: log, Registerer: reg,
 	}
 }
@@ -120,6 +128,9 @@ func (c *Config) validate() error {
 	}
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("resolver: batch size must be at least 1, got %d (resolver.batch_size)", c.BatchSize))
+	}
+	if c.MaxInFlightBytes < 1 {
+		errs = append(errs, fmt.Errorf("resolver: max in-flight bytes must be at least 1, got %d (resolver.max_in_flight_bytes)", c.MaxInFlightBytes))
 	}
 	if c.MaxBufferedRefs < 1 || c.Workers < 1 {
 		errs = append(errs, errors.New("resolver: MaxBufferedRefs and Workers must be at least 1"))

@@ -64,6 +64,7 @@ type buildMetrics struct {
 	bad        prometheus.Counter
 	inFlight   prometheus.Gauge
 	peak       prometheus.Gauge
+	refsLimit  prometheus.Gauge
 	peakRefs   int // the highest inFlight so far; only the pipeline's goroutine sets it
 	gens       *generations
 }
@@ -78,6 +79,7 @@ func newBuildMetrics(reg prometheus.Registerer) *buildMetrics {
 		bad:        metric.Register(reg, metric.Counter("decant_resolver_build_undecodable_total", "Refs records whose key is not an id of their aggregate or whose value is not a ref, written to the dead-letter topic.")),
 		inFlight:   metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight", "Refs the build stage has polled and not yet committed: at most 4 polls of 8 chunks of BatchSize ids per worker.")),
 		peak:       metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight_peak", "The most refs in flight at once since the build stage started.")),
+		refsLimit:  metric.Register(reg, metric.Gauge("decant_resolver_build_refs_in_flight_limit", "The refs the build stage may have in flight now: 4 polls of 8 chunks of BatchSize ids per worker, or fewer when their documents, at the size of those built lately, would exceed resolver.max_in_flight_bytes.")),
 		gens:       &generations{c: groupGenerations(reg).WithLabelValues("build")},
 	}
 }
