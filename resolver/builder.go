@@ -37,7 +37,7 @@ type Builder struct {
 	met     *buildMetrics
 	aggs    []*mappings.Aggregate
 	byTopic map[string]*mappings.Aggregate
-	sizes   docSizes // of the documents built so far: bounds the refs in flight
+	sizes   *docSizes // of the documents built so far: bounds the refs in flight
 }
 
 // NewBuilder validates cfg. It does no I/O. db must carry SessionParams
@@ -54,7 +54,7 @@ func NewBuilder(cfg Config, model *mappings.Model, db *pgxpool.Pool, sink Sink) 
 	if err != nil {
 		return nil, err
 	}
-	b := &Builder{cfg: cfg, model: model, db: db, sink: sink, aggs: aggs, byTopic: map[string]*mappings.Aggregate{},
+	b := &Builder{cfg: cfg, model: model, db: db, sink: sink, aggs: aggs, byTopic: map[string]*mappings.Aggregate{}, sizes: newDocSizes(),
 		log: cfg.Logger.With("stage", "build", "group", cfg.Group+".build"), met: newBuildMetrics(cfg.Registerer)}
 	for _, a := range aggs {
 		b.byTopic[wire.RefsTopic(cfg.TopicPrefix, a.Name)] = a
@@ -204,7 +204,7 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		// Fewer when their documents would exceed MaxInFlightBytes
 		// (docsize.go).
 		pollMax := pollChunks * b.cfg.BatchSize * b.cfg.Workers
-		limit := b.sizes.refsLimit(maxPollsInFlight*pollMax, b.cfg.MaxInFlightBytes, b.cfg.Workers)
+		limit, known := b.sizes.refsLimit(maxPollsInFlight*pollMax, b.cfg.MaxInFlightBytes, b.cfg.Workers)
 		b.met.refsLimit.Set(float64(limit))
 		next := min(pollMax, limit)
 		queued := 0
@@ -214,6 +214,22 @@ func (b *Builder) pipeline(ctx context.Context, cl *kgo.Client, rebalanceWanted 
 		wait := 0
 		for ; wait < len(inflight) && (len(inflight)-wait > maxInFlight-1 || queued+next > limit); wait++ {
 			queued -= len(inflight[wait].recs)
+		}
+		if wait > 0 && !known {
+			// The limit is one ref per worker until a document's size is
+			// known: wait for the oldest batch or for that, then look
+			// again (a sink may hold the oldest batch for long, and its
+			// documents are built).
+			select {
+			case <-inflight[0].done:
+			case <-b.sizes.ready:
+			case <-ctx.Done():
+				return nil
+			}
+			if err := commitUpTo(0); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := commitUpTo(wait); err != nil {
 			return err

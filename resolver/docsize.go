@@ -25,9 +25,12 @@ const docOverhead = 100
 // builds from those it built: an average over chunks that follows a
 // change of size within a few chunks.
 type docSizes struct {
-	mu  sync.Mutex
-	avg float64 // bytes per document; 0 until a chunk with documents was built
+	mu    sync.Mutex
+	avg   float64       // bytes per document; 0 until a chunk with documents was built
+	ready chan struct{} // closed once avg is known
 }
+
+func newDocSizes() *docSizes { return &docSizes{ready: make(chan struct{})} }
 
 func (d *docSizes) observe(docs []wire.Document) {
 	if len(docs) == 0 {
@@ -40,6 +43,9 @@ func (d *docSizes) observe(docs []wire.Document) {
 	avg := float64(n) / float64(len(docs))
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.avg == 0 {
+		close(d.ready)
+	}
 	if d.avg == 0 || avg > d.avg {
 		d.avg = avg // a larger size counts at once: it is the one that runs out of memory
 		return
@@ -49,14 +55,15 @@ func (d *docSizes) observe(docs []wire.Document) {
 
 // refsLimit is how many refs may be in flight: at most count, and no
 // more than budget bytes of documents of the estimated size; at least
-// one per worker. Until a document was built, one per worker: the first
-// polls are small until the size is known.
-func (d *docSizes) refsLimit(count, budget, workers int) int {
+// one per worker. Until a document was built (known is false), one per
+// worker: the first polls are small until the size is known, and a wait
+// for room should end when it is (ready).
+func (d *docSizes) refsLimit(count, budget, workers int) (limit int, known bool) {
 	d.mu.Lock()
 	avg := d.avg
 	d.mu.Unlock()
 	if avg == 0 {
-		return min(count, workers)
+		return min(count, workers), false
 	}
-	return max(workers, min(count, int(float64(budget)/avg)))
+	return max(workers, min(count, int(float64(budget)/avg))), true
 }
