@@ -610,7 +610,7 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk) (int64, err
 	for docs := range built {
 		group = append(group, docs...)
 		for i := range docs {
-			size += len(docs[i].Doc) + len(docs[i].ID) + 100
+			size += docBytes(&docs[i])
 		}
 		if size >= b.cfg.WriteBytes {
 			flush()

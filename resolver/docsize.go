@@ -18,8 +18,12 @@ import (
 // larger documents fewer refs are polled.
 
 // docOverhead is what a document costs beyond its JSON and id (the
-// wire.Document and the sinks' envelopes), as the write groups count it.
+// wire.Document and the sinks' envelopes).
 const docOverhead = 100
+
+// docBytes is what the build stage counts for a document: in its write
+// groups (WriteBytes) and in flight (MaxInFlightBytes).
+func docBytes(d *wire.Document) int { return len(d.Doc) + len(d.ID) + docOverhead }
 
 // docSizes estimates the bytes of the next documents the build stage
 // builds from those it built: an average over chunks that follows a
@@ -38,7 +42,7 @@ func (d *docSizes) observe(docs []wire.Document) {
 	}
 	n := 0
 	for i := range docs {
-		n += len(docs[i].Doc) + len(docs[i].ID) + docOverhead
+		n += docBytes(&docs[i])
 	}
 	avg := float64(n) / float64(len(docs))
 	d.mu.Lock()
