@@ -299,12 +299,30 @@ func (e *resEnv) topics() (raw, refs []string) {
 }
 
 // waitQuiet waits until every change committed so far is in the sinks:
-// the slot confirmed the current WAL position (every change is in the raw
-// topics), then the map group committed every raw record (every ref is in
-// the refs topics), then the build group committed every ref.
+// the streamer finished its initial snapshot and the slot confirmed the
+// current WAL position (every change is in the raw topics), then the map
+// group committed every raw record (every ref is in the refs topics), then
+// the build group committed every ref. The snapshot comes first: a slot
+// created after a change confirms its consistent point at once, before the
+// snapshot rows holding that change are in Kafka, and a group with nothing
+// to read has no lag.
 func (e *resEnv) waitQuiet(timeout time.Duration) {
 	e.t.Helper()
 	ctx := testenv.Ctx(e.t)
+	state := wire.StateTopic(e.k.Prefix)
+	testenv.WaitFor(e.t, "the streamer to finish its initial snapshot", timeout, func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		recs, err := testenv.ReadTopic(rctx, e.k.Admin, e.k.Brokers, state)
+		done := false
+		for _, r := range recs {
+			var m wire.SnapshotMarker
+			if string(r.Key) == wire.SnapshotKey(e.slot) && json.Unmarshal(r.Value, &m) == nil {
+				done = m.Done
+			}
+		}
+		return done, err
+	})
 	var target string
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
 		e.t.Fatal(err)
