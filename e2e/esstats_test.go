@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// esNodeStats is what one Elasticsearch node did so far, from its node
+// stats: the benchmarks print the difference over a timed run, so that a
+// run whose Elasticsearch CPU differs from its ceiling's says where
+// (indexing, refreshes, merges, garbage collection).
+type esNodeStats struct {
+	indexOps, indexMillis     int64
+	deleteOps                 int64
+	refreshes, refreshMillis  int64
+	merges, mergeMillis       int64
+	flushes                   int64
+	youngGCMillis, oldGCMills int64
+	searches                  int64
+	bulkRequests              int64
+}
+
+// readESStats reads the node stats of the server at url; the zero value
+// when they cannot be read (the figures are informative only).
+func readESStats(url string) esNodeStats {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/_nodes/_local/stats/indices,jvm,thread_pool", nil)
+	if err != nil {
+		return esNodeStats{}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return esNodeStats{}
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return esNodeStats{}
+	}
+	var v struct {
+		Nodes map[string]struct {
+			Indices struct {
+				Indexing struct {
+					IndexTotal  int64 `json:"index_total"`
+					IndexMillis int64 `json:"index_time_in_millis"`
+					DeleteTotal int64 `json:"delete_total"`
+				} `json:"indexing"`
+				Refresh struct {
+					Total  int64 `json:"total"`
+					Millis int64 `json:"total_time_in_millis"`
+				} `json:"refresh"`
+				Merges struct {
+					Total  int64 `json:"total"`
+					Millis int64 `json:"total_time_in_millis"`
+				} `json:"merges"`
+				Flush struct {
+					Total int64 `json:"total"`
+				} `json:"flush"`
+				Search struct {
+					QueryTotal int64 `json:"query_total"`
+				} `json:"search"`
+			} `json:"indices"`
+			JVM struct {
+				GC struct {
+					Collectors map[string]struct {
+						Millis int64 `json:"collection_time_in_millis"`
+					} `json:"collectors"`
+				} `json:"gc"`
+			} `json:"jvm"`
+			ThreadPool map[string]struct {
+				Completed int64 `json:"completed"`
+			} `json:"thread_pool"`
+		} `json:"nodes"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return esNodeStats{}
+	}
+	var s esNodeStats
+	for _, n := range v.Nodes {
+		s.indexOps += n.Indices.Indexing.IndexTotal
+		s.indexMillis += n.Indices.Indexing.IndexMillis
+		s.deleteOps += n.Indices.Indexing.DeleteTotal
+		s.refreshes += n.Indices.Refresh.Total
+		s.refreshMillis += n.Indices.Refresh.Millis
+		s.merges += n.Indices.Merges.Total
+		s.mergeMillis += n.Indices.Merges.Millis
+		s.flushes += n.Indices.Flush.Total
+		s.searches += n.Indices.Search.QueryTotal
+		s.youngGCMillis += n.JVM.GC.Collectors["young"].Millis
+		s.oldGCMills += n.JVM.GC.Collectors["old"].Millis
+		s.bulkRequests += n.ThreadPool["write"].Completed
+	}
+	return s
+}
+
+// since is what the node did between s0 and s, as one figure for a
+// BENCH line: es_work=index:<ops>/<s>,refresh:<n>/<s>,merge:<n>/<s>,…
+func (s esNodeStats) since(s0 esNodeStats) string {
+	sec := func(ms int64) string { return fmt.Sprintf("%.1fs", float64(ms)/1000) }
+	return fmt.Sprintf("index:%d/%s,delete:%d,refresh:%d/%s,merge:%d/%s,flush:%d,gc:%s/%s,write_tasks:%d,searches:%d",
+		s.indexOps-s0.indexOps, sec(s.indexMillis-s0.indexMillis), s.deleteOps-s0.deleteOps,
+		s.refreshes-s0.refreshes, sec(s.refreshMillis-s0.refreshMillis),
+		s.merges-s0.merges, sec(s.mergeMillis-s0.mergeMillis), s.flushes-s0.flushes,
+		sec(s.youngGCMillis-s0.youngGCMillis), sec(s.oldGCMills-s0.oldGCMills),
+		s.bulkRequests-s0.bulkRequests, s.searches-s0.searches)
+}
