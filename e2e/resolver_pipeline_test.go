@@ -271,6 +271,84 @@ func TestCompactionUnderLaggingMapStage(t *testing.T) {
 	}
 }
 
+// TestCompactionBeforeFirstRecordWithoutCommit: a map group with no
+// committed offsets (its offsets expired: Kafka drops an empty group's
+// offsets after offsets.retention.minutes, 7 days by default) reads the raw
+// topics from their log start. Customer 1 was the first row of its
+// partition and was deleted while the map stage was down; the log cleaner
+// removed all three of its records (insert, delete, tombstone), so nothing
+// left in the topic names it. The hole is before the first record left,
+// where only the log start offset shows it: the map stage rebuilds every
+// customer, and customer 1's document is deleted, not left an orphan.
+func TestCompactionBeforeFirstRecordWithoutCommit(t *testing.T) {
+	e, reg := newWirePipeline(t)
+	e.pg.Exec(t, `INSERT INTO customers VALUES (1, 'Ann', NULL, NULL, NULL)`)
+	e.waitQuiet(2 * time.Minute)
+	if state, _ := e.aggTopicState("customer"); state[`{"id":1}`] == nil {
+		t.Fatal("setup: customer 1 has no document")
+	}
+	e.stop("map")
+
+	ctx := testenv.Ctx(t)
+	topic := wire.RawTopic(e.k.Prefix, "public", "customers")
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
+	resp, err := e.k.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "200"), set("min.cleanable.dirty.ratio", "0.001"),
+		set("min.compaction.lag.ms", "0"), set("delete.retention.ms", "0")}, topic)
+	if err == nil {
+		err = resp[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pg.Exec(t, `DELETE FROM customers WHERE id = 1`)
+	read := func() ([]*kgo.Record, error) {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return testenv.ReadTopic(rctx, e.k.Admin, e.k.Brokers, topic)
+	}
+	named := func(recs []*kgo.Record) int {
+		n := 0
+		for _, r := range recs {
+			if string(r.Key) == `{"id":1}` {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.WaitFor(t, "the delete of customer 1 in "+topic, time.Minute, func() (bool, error) {
+		recs, err := read()
+		return err == nil && named(recs) == 3, fmt.Errorf("%d records of customer 1 (%v)", named(recs), err)
+	})
+	next := 100
+	testenv.WaitEvery(t, "the log cleaner to remove every record of customer 1 from "+topic, 2*time.Minute, 300*time.Millisecond, func() (bool, error) {
+		// New customers roll segments; new keys supersede nothing, so
+		// the only hole is customer 1's, at the start of its partition.
+		e.pg.Exec(t, fmt.Sprintf(`INSERT INTO customers VALUES (%d, 'New', NULL, NULL, NULL)`, next))
+		next++
+		recs, err := read()
+		return err == nil && named(recs) == 0, err
+	})
+	if _, err := e.k.Admin.DeleteGroup(ctx, e.k.Prefix+".map"); err != nil {
+		t.Fatalf("delete the map group's offsets: %v", err)
+	}
+
+	e.startMapper("map-after")
+	e.waitQuiet(2 * time.Minute)
+	state, problems := e.aggTopicState("customer")
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if doc := state[`{"id":1}`]; doc != nil {
+		t.Errorf("customer 1 was deleted, but its document is left: %s", doc)
+	}
+	if state[fmt.Sprintf(`{"id":%d}`, next-1)] == nil {
+		t.Errorf("customer %d has no document", next-1)
+	}
+	if n := gathered(t, reg, "decant_resolver_map_compacted_gaps_total"); n < 1 {
+		t.Errorf("decant_resolver_map_compacted_gaps_total = %v, want at least 1", n)
+	}
+}
+
 // resHold is a sink that holds every Write until released, then passes it
 // on to next: a build stage whose writes land late.
 type resHold struct {

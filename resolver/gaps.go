@@ -2,8 +2,11 @@ package resolver
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,7 +21,11 @@ import (
 // compares each record's offset with the one expected (the group's
 // committed offset, then the previous record's plus one), and the map
 // stage rebuilds every document of the aggregates using a table whose raw
-// topic has a hole, as for a TRUNCATE.
+// topic has a hole, as for a TRUNCATE. A partition the group has no
+// commit for (its first start, or its offsets expired after
+// offsets.retention.minutes without a member) is read from its log start
+// offset, which compaction does not move: records removed before the first
+// one left are a hole too.
 type gapTracker struct {
 	mu   sync.Mutex
 	next map[string]map[int32]int64 // topic → partition → expected offset
@@ -49,14 +56,17 @@ type gap struct {
 }
 
 // check returns, by topic, the first hole in recs (polled in offset order
-// per partition), and moves the expected offsets past recs. committed is
-// the group's committed offsets, for partitions seen for the first time.
-func (g *gapTracker) check(recs []*kgo.Record, committed func() map[string]map[int32]kgo.EpochOffset) map[string]gap {
+// per partition), and moves the expected offsets past recs. For a
+// partition seen for the first time, committed is the group's committed
+// offsets and, where the group has none, starts the log start offsets of
+// the topics asked (called at most once per check).
+func (g *gapTracker) check(recs []*kgo.Record, committed func() map[string]map[int32]kgo.EpochOffset, starts func(topics []string) (map[string]map[int32]int64, error)) (map[string]gap, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out map[string]gap
 	var offsets map[string]map[int32]kgo.EpochOffset
-	for _, r := range recs {
+	var logStarts map[string]map[int32]int64
+	for i, r := range recs {
 		ps := g.next[r.Topic]
 		if ps == nil {
 			ps = map[int32]int64{}
@@ -69,6 +79,14 @@ func (g *gapTracker) check(recs []*kgo.Record, committed func() map[string]map[i
 			}
 			if o, found := offsets[r.Topic][r.Partition]; found && o.Offset >= 0 {
 				want, ok = o.Offset, true
+			} else {
+				if logStarts == nil {
+					var err error
+					if logStarts, err = starts(g.uncommittedTopics(recs[i:], offsets)); err != nil {
+						return nil, err
+					}
+				}
+				want, ok = logStarts[r.Topic][r.Partition]
 			}
 		}
 		if ok && r.Offset > want {
@@ -81,5 +99,42 @@ func (g *gapTracker) check(recs []*kgo.Record, committed func() map[string]map[i
 		}
 		ps[r.Partition] = r.Offset + 1
 	}
-	return out
+	return out, nil
+}
+
+// uncommittedTopics are the topics of recs with a partition neither
+// tracked nor committed: those whose log start offsets check needs.
+func (g *gapTracker) uncommittedTopics(recs []*kgo.Record, committed map[string]map[int32]kgo.EpochOffset) []string {
+	var topics []string
+	for _, r := range recs {
+		if _, tracked := g.next[r.Topic][r.Partition]; tracked {
+			continue
+		}
+		if o, found := committed[r.Topic][r.Partition]; found && o.Offset >= 0 {
+			continue
+		}
+		if !slices.Contains(topics, r.Topic) {
+			topics = append(topics, r.Topic)
+		}
+	}
+	return topics
+}
+
+// logStartOffsets lists the log start offsets of topics with adm.
+func logStartOffsets(ctx context.Context, adm *kadm.Client, topics []string) (map[string]map[int32]int64, error) {
+	listed, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log start offsets of %v: %w", topics, err)
+	}
+	out := map[string]map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) {
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, nil
 }

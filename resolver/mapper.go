@@ -179,7 +179,13 @@ func (m *Mapper) session(ctx context.Context) error {
 // acknowledged every one of them, with their number.
 func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, gaps *gapTracker, recs []*kgo.Record) (int64, error) {
 	changes := make([]*wire.Change, 0, len(recs))
-	for topic, g := range gaps.check(recs, cl.CommittedOffsets) {
+	holes, err := gaps.check(recs, cl.CommittedOffsets, func(topics []string) (map[string]map[int32]int64, error) {
+		return logStartOffsets(ctx, kadm.NewClient(cl), topics)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for topic, g := range holes {
 		if ch := m.compactedAway(topic, g); ch != nil {
 			changes = append(changes, ch)
 		}
