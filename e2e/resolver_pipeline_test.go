@@ -202,6 +202,23 @@ func refsTopicConfig(t *testing.T, e *resEnv, topic, name string) string {
 	return ""
 }
 
+// cleanAtOnce makes the log cleaner compact topic within a second or two:
+// segments roll every 200 ms, any dirty ratio is worth cleaning, and no
+// record or tombstone is kept for min.compaction.lag.ms or
+// delete.retention.ms.
+func cleanAtOnce(t *testing.T, e *resEnv, topic string) {
+	t.Helper()
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
+	resp, err := e.k.Admin.AlterTopicConfigs(testenv.Ctx(t), []kadm.AlterConfig{set("segment.ms", "200"), set("min.cleanable.dirty.ratio", "0.001"),
+		set("min.compaction.lag.ms", "0"), set("delete.retention.ms", "0")}, topic)
+	if err == nil {
+		err = resp[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCompactionUnderLaggingMapStage: while the map stage is stopped, an
 // order moves from customer 1 to 2 (only the move's before image names
 // customer 1), then is updated again; the raw topic's segments roll and
@@ -219,15 +236,7 @@ func TestCompactionUnderLaggingMapStage(t *testing.T) {
 
 	ctx := testenv.Ctx(t)
 	topic := wire.RawTopic(e.k.Prefix, "public", "orders")
-	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
-	resp, err := e.k.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "200"), set("min.cleanable.dirty.ratio", "0.001"),
-		set("min.compaction.lag.ms", "0"), set("delete.retention.ms", "0")}, topic)
-	if err == nil {
-		err = resp[0].Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cleanAtOnce(t, e, topic)
 	e.pg.Exec(t, `UPDATE orders SET customer_id = 2 WHERE id = 100`)
 	moved := func(recs []*kgo.Record) bool {
 		for _, r := range recs {
@@ -291,15 +300,7 @@ func TestCompactionBeforeFirstRecordWithoutCommit(t *testing.T) {
 
 	ctx := testenv.Ctx(t)
 	topic := wire.RawTopic(e.k.Prefix, "public", "customers")
-	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v} }
-	resp, err := e.k.Admin.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("segment.ms", "200"), set("min.cleanable.dirty.ratio", "0.001"),
-		set("min.compaction.lag.ms", "0"), set("delete.retention.ms", "0")}, topic)
-	if err == nil {
-		err = resp[0].Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cleanAtOnce(t, e, topic)
 	e.pg.Exec(t, `DELETE FROM customers WHERE id = 1`)
 	read := func() ([]*kgo.Record, error) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
