@@ -500,7 +500,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, addr)
 	resWaitESQuiet(b, d.es)
 
-	start, servers0, es0 := time.Now(), readServerCPU(), readESStats(d.es.URL)
+	start, servers0, es0 := time.Now(), readServerCPU(), readESStats(d.es)
 	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
 	profiled := docsProfile(b, addr, "initial-load", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 	d.waitLoaded(b, run, func() (bool, error) {
@@ -510,7 +510,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid())
 	servers, serversSum := readServerCPU().since(servers0)
-	esWork := readESStats(d.es.URL).since(es0)
+	esWork := readESStats(d.es).since(es0)
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
 	requests, parts := docsBulkRequests(addr)
 	<-profiled
@@ -570,7 +570,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	resWaitESQuiet(b, d.es)
 	var bulkTook, streamTook time.Duration
 	bulkDone := make(chan error, 1)
-	start, servers0, es0 = time.Now(), readServerCPU(), readESStats(d.es.URL)
+	start, servers0, es0 = time.Now(), readServerCPU(), readESStats(d.es)
 	stream := testenv.Start(b, "decant stream", d.logPath("stream"), testenv.DecantCmd(b, nil, "stream", "--config", streamConfig))
 	go func() {
 		err := idxBulkLoad(ctx, d.es, index, docs, best.mb<<20, best.workers)
@@ -593,7 +593,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	}
 	ceiling := max(streamTook, bulkTook)
 	ceilingServers, ceilingSum := readServerCPU().since(servers0)
-	ceilingES := readESStats(d.es.URL).since(es0)
+	ceilingES := readESStats(d.es).since(es0)
 	streamCPU := freshCPU(b, stream.Pid())
 	if code := stream.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant stream exited %d after SIGTERM; log:\n%s", code, stream.Tail(40))
@@ -687,7 +687,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	if p := time.Since(paused); p > 40*time.Second {
 		b.Logf("warning: decant was paused for %s: near PostgreSQL's wal_sender_timeout (60s) and Kafka's session timeout", p.Round(time.Millisecond))
 	}
-	cpu0, servers0, es0 := freshCPU(b, run.Pid()), readServerCPU(), readESStats(d.es.URL)
+	cpu0, servers0, es0 := freshCPU(b, run.Pid()), readServerCPU(), readESStats(d.es)
 	start := time.Now()
 	if err := run.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		b.Fatal(err)
@@ -700,7 +700,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	took := time.Since(start)
 	cpu := freshCPU(b, run.Pid()) - cpu0
 	servers, serversSum := readServerCPU().since(servers0)
-	esWork := readESStats(d.es.URL).since(es0)
+	esWork := readESStats(d.es).since(es0)
 	req1, parts1 := docsBulkRequests(addr)
 	<-profiled
 	names, err := freshCount(ctx, d.es, d.alias, `{"match":{"name":"`+docsLiveMark+`"}}`)
@@ -787,7 +787,7 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, index strin
 	for _, mb := range []int{1, 5, 10} {
 		for _, w := range []int{2, 4, 8} {
 			resWaitESQuiet(b, d.es)
-			start, cpu0, es0 := time.Now(), readServerCPU(), readESStats(d.es.URL)
+			start, cpu0, es0 := time.Now(), readServerCPU(), readESStats(d.es)
 			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
 				b.Logf("direct bulk load into %s in requests of %d MB × %d in flight refused documents, left out of the grid: %v", index, mb, w, err)
 				continue
@@ -795,7 +795,7 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, index strin
 			docsRefresh(b, d.es, index)
 			l := docsBulk{mb: mb, workers: w, took: time.Since(start)}
 			l.cpu, l.cpuSum = readServerCPU().since(cpu0)
-			l.es = readESStats(d.es.URL).since(es0)
+			l.es = readESStats(d.es).since(es0)
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l

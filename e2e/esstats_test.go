@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/decant-cdc/decant/internal/testenv"
 )
 
 // esNodeStats is what one Elasticsearch node did so far, from its node
@@ -25,22 +27,18 @@ type esNodeStats struct {
 	bulkRequests              int64
 }
 
-// readESStats reads the node stats of the server at url; the zero value
+// readESStats reads the node stats of the server es names; the zero value
 // when they cannot be read (the figures are informative only).
-func readESStats(url string) esNodeStats {
+func readESStats(es *testenv.ESEnv) esNodeStats {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/_nodes/_local/stats/indices,jvm,thread_pool", nil)
-	if err != nil {
-		return esNodeStats{}
-	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := esapi.NodesStatsRequest{NodeID: []string{"_local"}, Metric: []string{"indices", "jvm", "thread_pool"}}.Do(ctx, es.Search)
 	if err != nil {
 		return esNodeStats{}
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
-	if err != nil {
+	if err != nil || res.IsError() {
 		return esNodeStats{}
 	}
 	var v struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/resolver"
 	"github.com/decant-cdc/decant/streamer"
+	"github.com/decant-cdc/decant/watermark"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -309,19 +310,11 @@ func (e *resEnv) topics() (raw, refs []string) {
 func (e *resEnv) waitQuiet(timeout time.Duration) {
 	e.t.Helper()
 	ctx := testenv.Ctx(e.t)
-	state := wire.StateTopic(e.k.Prefix)
+	marker := watermark.New(watermark.Config{Slot: e.slot, TopicPrefix: e.k.Prefix, Snapshot: true}, e.pg.Pool, e.k.Admin, e.cfg.Kafka)
 	testenv.WaitFor(e.t, "the streamer to finish its initial snapshot", timeout, func() (bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		recs, err := testenv.ReadTopic(rctx, e.k.Admin, e.k.Brokers, state)
-		done := false
-		for _, r := range recs {
-			var m wire.SnapshotMarker
-			if string(r.Key) == wire.SnapshotKey(e.slot) && json.Unmarshal(r.Value, &m) == nil {
-				done = m.Done
-			}
-		}
-		return done, err
+		return marker.SnapshotComplete(rctx)
 	})
 	var target string
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
