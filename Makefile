@@ -159,6 +159,9 @@ fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./resolver -run='^$$' -fuzz=FuzzKeyFastPath -fuzztime=1m
 	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendCompact -fuzztime=1m
 	$(GO) test ./wire -run='^$$' -fuzz=FuzzAppendString -fuzztime=1m
+	$(GO) test ./wire -run='^$$' -fuzz=^FuzzDecodeChange$$ -fuzztime=1m
+	$(GO) test ./wire -run='^$$' -fuzz=^FuzzDecodeRef$$ -fuzztime=1m
+	$(GO) test ./wire -run='^$$' -fuzz=^FuzzScanObject$$ -fuzztime=1m
 	$(GO) test ./config -run='^$$' -fuzz=FuzzParse -fuzztime=1m
 
 clean:

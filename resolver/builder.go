@@ -485,7 +485,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 		var ref wire.Ref
 		if lastValue != nil && bytes.Equal(r.Value, lastValue) {
 			ref = lastRef
-		} else if err := json.Unmarshal(r.Value, &ref); err != nil {
+		} else if err := wire.DecodeRef(r.Value, &ref); err != nil {
 			// The key alone says what to build: build it, and say so.
 			bt.bad = append(bt.bad, badRecord{r, fmt.Errorf("refs record is not a ref (its key is built anyway): %w", err)})
 		} else {

@@ -205,7 +205,7 @@ func (m *Mapper) handle(ctx context.Context, cl *kgo.Client, gaps *gapTracker, r
 			continue
 		}
 		ch := new(wire.Change)
-		if err := json.Unmarshal(r.Value, ch); err != nil {
+		if err := wire.DecodeChange(r.Value, ch); err != nil {
 			bad = append(bad, badRecord{r, err})
 			continue
 		}

@@ -24,6 +24,14 @@ func decodeImage(raw json.RawMessage) (image, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	var buf [16]wire.FlatMember
+	if ms, ok := wire.ScanObject(raw, buf[:]); ok {
+		img := make(image, len(ms))
+		for _, m := range ms {
+			img[string(m.Name)] = m.Value // the last of a repeated name, as encoding/json
+		}
+		return img, nil
+	}
 	var img image
 	if err := json.Unmarshal(raw, &img); err != nil {
 		return nil, fmt.Errorf("image is not a JSON object: %w", err)
