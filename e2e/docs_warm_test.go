@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/mappings"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// docsWarmDocs is how many documents warmUp sends through each server.
+const docsWarmDocs = 40000
+
+// warmUp gives the servers' JVMs the kinds of work the benchmark times
+// before its clock starts. Elasticsearch and Kafka compile their hot
+// paths as they first run them, and the compiling is CPU they spend on
+// whatever runs first: a live backlog drained by decant as the first
+// updates after Elasticsearch started cost it 22.2 CPU-seconds and took
+// 18.0 s, against 9.4 and 11.4 s one run later on the same servers, while
+// the ceiling, measured after decant, always found the JVM warm
+// (docs/performance.md, "Twelfth pass"). Decant is a Go binary: nothing
+// of its own warms up.
+//
+// The first min(N, docsWarmDocs) documents, built by the aggregate's
+// Build statement, go into a scratch load index as new documents, then
+// as decant writes them (external_gte versions through the alias), round
+// after round, until Elasticsearch's CPU for a round is within 15% of the
+// round before (at most 6); with withES false that part is skipped. Then
+// Kafka takes them as records on a scratch topic of 6 partitions and
+// gives them back, twice. Each round's CPU is logged.
+func (d *docsBench) warmUp(b *testing.B, withES bool) {
+	b.Helper()
+	ctx := testenv.Ctx(b)
+	docs, err := docsBuild(ctx, d.pg.DSN, d.agg, min(d.n, docsWarmDocs))
+	if err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	var log []string
+	if withES {
+		alias := d.es.Prefix + "-warm"
+		index := d.freshIndex(b, alias, true)
+		var prev float64
+		for round := range 6 {
+			dest, version := index, int64(0)
+			if round > 0 {
+				dest, version = alias, int64(round)<<40
+			}
+			cpu0 := readServerCPU()
+			if err := idxBulkLoadAs(ctx, d.es, dest, docs, 5<<20, 4, version); err != nil {
+				b.Fatalf("warm-up: bulk load round %d: %v", round, err)
+			}
+			used := readServerCPU()["es"] - cpu0["es"]
+			log = append(log, fmt.Sprintf("es:%.1f", used))
+			if round > 1 && used > prev*0.85 && used < prev*1.15 {
+				break
+			}
+			prev = used
+		}
+		d.deleteIndex(b, index)
+	}
+	topic := d.k.Prefix + ".warm"
+	if _, err := d.k.Admin.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
+		b.Fatalf("warm-up: create %s: %v", topic, err)
+	}
+	for range 2 {
+		cpu0 := readServerCPU()
+		if err := docsKafkaRound(ctx, d.k, topic, docs); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+		log = append(log, fmt.Sprintf("kafka:%.1f", readServerCPU()["kafka"]-cpu0["kafka"]))
+	}
+	b.Logf("warm-up with %d documents, CPU-seconds per round: %s", len(docs), strings.Join(log, " "))
+}
+
+// docsKafkaRound produces docs to topic and reads them back from its
+// start to its end.
+func docsKafkaRound(ctx context.Context, k *testenv.KafkaEnv, topic string, docs []wire.Document) error {
+	var first error
+	for i := range docs {
+		k.Client.Produce(ctx, &kgo.Record{Topic: topic, Key: docs[i].ID, Value: docs[i].Doc}, func(_ *kgo.Record, err error) {
+			if err != nil && first == nil {
+				first = err // the client calls back in order, from one goroutine per partition
+			}
+		})
+	}
+	if err := k.Client.Flush(ctx); err != nil {
+		return err
+	}
+	if first != nil {
+		return fmt.Errorf("produce to %s: %w", topic, first)
+	}
+	ends, err := k.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	var want int64
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for got := int64(0); got < want; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			return fmt.Errorf("read %s back: %w (%d of %d records)", topic, err, got, want)
+		}
+		got += int64(fs.NumRecords())
+	}
+	return nil
+}
+
+// docsBuild builds the documents of ids 1..n with the aggregate's Build
+// statement, 500 ids a statement, as the build stage does.
+func docsBuild(ctx context.Context, dsn string, agg *mappings.Aggregate, n int) ([]wire.Document, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	docs := make([]wire.Document, 0, n)
+	for lo := 1; lo <= n; lo += 500 {
+		var vals [][]json.RawMessage
+		for id := lo; id < lo+500 && id <= n; id++ {
+			vals = append(vals, []json.RawMessage{json.RawMessage(strconv.Itoa(id))})
+		}
+		args, err := agg.Build.Args(vals)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := pool.Query(ctx, agg.Build.SQL, args...)
+		if err != nil {
+			return nil, fmt.Errorf("build ids %d…: %w", lo, err)
+		}
+		for rows.Next() {
+			var id, doc []byte
+			if err := rows.Scan(&id, &doc); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			docs = append(docs, wire.Document{Aggregate: agg.Name, ID: json.RawMessage(`{"id":` + string(id) + `}`), Version: 1, Doc: wire.AppendCompact(nil, doc)})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(docs) != n {
+		return nil, fmt.Errorf("built %d documents of ids 1..%d", len(docs), n)
+	}
+	return docs, nil
+}
