@@ -814,11 +814,14 @@ func (d *docsBench) frozenCopy(b *testing.B, alias, name string) string {
 // cloneOf clones the frozen index src (frozenCopy) into a new writable
 // index behind alias, the n-th, and returns its name. A clone shares
 // src's segment files: it is made in about a second, with src's
-// segments as they are.
+// segments as they are. It is search-idle from the start
+// (index.search.idle.after 0s), as decant's index is when its drain
+// starts (docsSearchIdle): a new index is not, and refreshed every second
+// through a load (5 refreshes against decant's 1 in one run).
 func (d *docsBench) cloneOf(b *testing.B, src, alias string, n int) string {
 	b.Helper()
 	target := fmt.Sprintf("%s-clone-%d", src, n)
-	body := fmt.Sprintf(`{"settings":{"index.blocks.write":null},"aliases":{%q:{}}}`, alias)
+	body := fmt.Sprintf(`{"settings":{"index.blocks.write":null,"index.search.idle.after":"0s"},"aliases":{%q:{}}}`, alias)
 	res, err := esapi.IndicesCloneRequest{Index: src, Target: target, Body: strings.NewReader(body), WaitForActiveShards: "1"}.Do(testenv.Ctx(b), d.es.Client)
 	if err != nil {
 		b.Fatal(err)
