@@ -26,7 +26,7 @@ const maxDepth = 64
 // are plain ASCII (no escapes), with any valid JSON values, and returns
 // its members in order, repeated names included. ok is false for
 // anything else, valid JSON or not. The members' names and values point
-// into data.
+// into data, with no room to grow in it.
 func ScanObject(data []byte, buf []FlatMember) (ms []FlatMember, ok bool) {
 	ms, end, ok := scanObject(data, skipJSONSpace(data, 0), buf, 0)
 	if !ok || skipJSONSpace(data, end) != len(data) {
@@ -60,7 +60,9 @@ func scanObject(b []byte, i int, buf []FlatMember, depth int) (ms []FlatMember, 
 		if !ok {
 			return nil, 0, false
 		}
-		ms = append(ms, FlatMember{Name: name, Value: b[i:end]})
+		// Capacity cut at the end: an append to a value must not write
+		// over the rest of the record.
+		ms = append(ms, FlatMember{Name: name[:len(name):len(name)], Value: b[i:end:end]})
 		i = skipJSONSpace(b, end)
 		if i == len(b) {
 			return nil, 0, false

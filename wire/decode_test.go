@@ -127,3 +127,18 @@ func TestDecodeFastPathTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodedValuesCannotOverwriteTheRecord: raw values point into the
+// record, but appending to one must not write over what follows it.
+func TestDecodedValuesCannotOverwriteTheRecord(t *testing.T) {
+	data := []byte(`{"op":"u","key":{"id":7},"after":{"id":7,"name":"Ada"}}`)
+	orig := string(data)
+	var ch Change
+	if err := DecodeChange(data, &ch); err != nil {
+		t.Fatal(err)
+	}
+	_ = append(ch.Key, "XXXXXXXXXXXXXXXXXXXX"...)
+	if string(data) != orig || string(ch.After) != `{"id":7,"name":"Ada"}` {
+		t.Fatalf("appending to the key changed the record: %s", data)
+	}
+}
