@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/decant-cdc/decant/internal/testenv"
-	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -41,7 +38,12 @@ const docsWarmDocs = 40000
 func (d *docsBench) warmUp(b *testing.B, withES bool) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
-	docs, err := docsBuild(ctx, d.pg.DSN, d.agg, min(d.n, docsWarmDocs))
+	pool, err := pgxpool.New(ctx, d.pg.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	docs, err := resBenchDocs(ctx, pool, d.agg, min(d.n, docsWarmDocs))
+	pool.Close()
 	if err != nil {
 		b.Fatalf("warm-up: %v", err)
 	}
@@ -120,45 +122,4 @@ func docsKafkaRound(ctx context.Context, k *testenv.KafkaEnv, topic string, docs
 		got += int64(fs.NumRecords())
 	}
 	return nil
-}
-
-// docsBuild builds the documents of ids 1..n with the aggregate's Build
-// statement, 500 ids a statement, as the build stage does.
-func docsBuild(ctx context.Context, dsn string, agg *mappings.Aggregate, n int) ([]wire.Document, error) {
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.Close()
-	docs := make([]wire.Document, 0, n)
-	for lo := 1; lo <= n; lo += 500 {
-		var vals [][]json.RawMessage
-		for id := lo; id < lo+500 && id <= n; id++ {
-			vals = append(vals, []json.RawMessage{json.RawMessage(strconv.Itoa(id))})
-		}
-		args, err := agg.Build.Args(vals)
-		if err != nil {
-			return nil, err
-		}
-		rows, err := pool.Query(ctx, agg.Build.SQL, args...)
-		if err != nil {
-			return nil, fmt.Errorf("build ids %d…: %w", lo, err)
-		}
-		for rows.Next() {
-			var id, doc []byte
-			if err := rows.Scan(&id, &doc); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			docs = append(docs, wire.Document{Aggregate: agg.Name, ID: json.RawMessage(`{"id":` + string(id) + `}`), Version: 1, Doc: wire.AppendCompact(nil, doc)})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	if len(docs) != n {
-		return nil, fmt.Errorf("built %d documents of ids 1..%d", len(docs), n)
-	}
-	return docs, nil
 }

@@ -63,19 +63,27 @@ func scanObject(b []byte, i int, buf []FlatMember, depth int) (ms []FlatMember, 
 		// Capacity cut at the end: an append to a value must not write
 		// over the rest of the record.
 		ms = append(ms, FlatMember{Name: name[:len(name):len(name)], Value: b[i:end:end]})
-		i = skipJSONSpace(b, end)
-		if i == len(b) {
-			return nil, 0, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipJSONSpace(b, i+1)
-		case '}':
-			return ms, i + 1, true
-		default:
-			return nil, 0, false
+		var more bool
+		if i, more, ok = afterItem(b, end, '}'); !ok || !more {
+			return ms, i, ok
 		}
 	}
+}
+
+// afterItem reads what follows a member or an element ending at b[i]: a
+// comma, and more to come at next, or the closing byte, with next after
+// it.
+func afterItem(b []byte, i int, closing byte) (next int, more, ok bool) {
+	if i = skipJSONSpace(b, i); i == len(b) {
+		return 0, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipJSONSpace(b, i+1), true, true
+	case closing:
+		return i + 1, false, true
+	}
+	return 0, false, false
 }
 
 // skipValue returns the end of the valid JSON value at b[i].
@@ -103,16 +111,9 @@ func skipValue(b []byte, i, depth int) (end int, ok bool) {
 			if i, ok = skipValue(b, skipJSONSpace(b, i+1), depth+1); !ok {
 				return 0, false
 			}
-			if i = skipJSONSpace(b, i); i == len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipJSONSpace(b, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return 0, false
+			var more bool
+			if i, more, ok = afterItem(b, i, '}'); !ok || !more {
+				return i, ok
 			}
 		}
 	case '[':
@@ -121,20 +122,12 @@ func skipValue(b []byte, i, depth int) (end int, ok bool) {
 			return i + 1, true
 		}
 		for {
-			var ok bool
+			var ok, more bool
 			if i, ok = skipValue(b, i, depth+1); !ok {
 				return 0, false
 			}
-			if i = skipJSONSpace(b, i); i == len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipJSONSpace(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return 0, false
+			if i, more, ok = afterItem(b, i, ']'); !ok || !more {
+				return i, ok
 			}
 		}
 	}
@@ -281,17 +274,13 @@ func plainStrings(v []byte, dst *[]string) bool {
 			return false
 		}
 		out = append(out, string(s))
-		if i = skipJSONSpace(v, next); i == len(v) {
+		var more bool
+		if i, more, ok = afterItem(v, next, ']'); !ok {
 			return false
 		}
-		switch v[i] {
-		case ',':
-			i = skipJSONSpace(v, i+1)
-		case ']':
+		if !more {
 			*dst = out
-			return i+1 == len(v)
-		default:
-			return false
+			return i == len(v)
 		}
 	}
 }
@@ -306,11 +295,18 @@ var (
 // would into a zero Change. Its raw values (Key, Before, After) may point
 // into data.
 func DecodeChange(data []byte, ch *Change) error {
-	if decodeChangeFast(data, ch) {
+	return decodeOr(data, ch, decodeChangeFast)
+}
+
+// decodeOr decodes data into a zero *v with fast, or else with
+// encoding/json.
+func decodeOr[T any](data []byte, v *T, fast func([]byte, *T) bool) error {
+	if fast(data, v) {
 		return nil
 	}
-	*ch = Change{}
-	return json.Unmarshal(data, ch)
+	var zero T
+	*v = zero
+	return json.Unmarshal(data, v)
 }
 
 // decodeChangeFast is DecodeChange's fast path; false leaves ch to be
@@ -372,11 +368,7 @@ func decodeSource(v []byte, s *Source) bool {
 // DecodeRef decodes a refs topic record's value as json.Unmarshal would
 // into a zero Ref.
 func DecodeRef(data []byte, r *Ref) error {
-	if decodeRefFast(data, r) {
-		return nil
-	}
-	*r = Ref{}
-	return json.Unmarshal(data, r)
+	return decodeOr(data, r, decodeRefFast)
 }
 
 // decodeRefFast is DecodeRef's fast path.
