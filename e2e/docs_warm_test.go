@@ -71,8 +71,8 @@ func (d *docsBench) warmUp(b *testing.B, withES bool) {
 		d.deleteIndex(b, index)
 	}
 	topic := d.k.Prefix + ".warm"
-	if _, err := d.k.Admin.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
-		b.Fatalf("warm-up: create %s: %v", topic, err)
+	if res, err := d.k.Admin.CreateTopic(ctx, 6, 1, nil, topic); err != nil || res.Err != nil {
+		b.Fatalf("warm-up: create %s: %v %v", topic, err, res.Err)
 	}
 	for range 2 {
 		cpu0 := readServerCPU()
@@ -87,19 +87,12 @@ func (d *docsBench) warmUp(b *testing.B, withES bool) {
 // docsKafkaRound produces docs to topic and reads them back from its
 // start to its end.
 func docsKafkaRound(ctx context.Context, k *testenv.KafkaEnv, topic string, docs []wire.Document) error {
-	var first error
+	var produced kgo.FirstErrPromise
 	for i := range docs {
-		k.Client.Produce(ctx, &kgo.Record{Topic: topic, Key: docs[i].ID, Value: docs[i].Doc}, func(_ *kgo.Record, err error) {
-			if err != nil && first == nil {
-				first = err // the client calls back in order, from one goroutine per partition
-			}
-		})
+		k.Client.Produce(ctx, &kgo.Record{Topic: topic, Key: docs[i].ID, Value: docs[i].Doc}, produced.Promise())
 	}
-	if err := k.Client.Flush(ctx); err != nil {
-		return err
-	}
-	if first != nil {
-		return fmt.Errorf("produce to %s: %w", topic, first)
+	if err := produced.Err(); err != nil { // waits for every record's answer
+		return fmt.Errorf("produce to %s: %w", topic, err)
 	}
 	ends, err := k.Admin.ListEndOffsets(ctx, topic)
 	if err != nil {
