@@ -610,10 +610,10 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), best, ours/theirs, took.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds(),
-		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
+		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()), ceiling.Seconds()/((serversSum+cpu)/float64(runtime.NumCPU())),
 		ceilingServers, streamCPU, (ceilingSum+streamCPU)/(float64(runtime.NumCPU())*ceiling.Seconds()), requests, parts,
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, ceilingES)
@@ -756,11 +756,11 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f plain_5mbx4_seconds=%.2f/%.2f versioned_5mbx4_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_direct=%s\n",
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f ratio_at_full_cpu=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f plain_5mbx4_seconds=%.2f/%.2f versioned_5mbx4_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_direct=%s\n",
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
 		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0,
-		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()),
+		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()), best.took.Seconds()/((serversSum+cpu)/float64(runtime.NumCPU())),
 		best.cpu, best.cpuSum/(float64(runtime.NumCPU())*best.took.Seconds()),
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, best.es)

@@ -80,7 +80,12 @@ aggregates:
 //     measure a growing backlog. The poller's searches are timed too
 //     (search_p50, search_p99), and the index's refreshes over the phase
 //     counted (es_refreshes, es_refresh_mean): a change is searchable
-//     only after the refresh that follows its write.
+//     only after the refresh that follows its write. Every 100 ms of the
+//     window the benchmark also writes a probe, an empty document, straight
+//     into the same index and times it from Elasticsearch's answer to the
+//     search that first finds it, with the same poller (probe_p50,
+//     probe_p99): the index's refresh cycle under the same load, which any
+//     writer's changes wait for; the probes are deleted afterwards.
 //  3. Low rate: DECANT_BENCH_FRESHNESS_LOW_RATE changes a second (100 by
 //     default) for DECANT_BENCH_FRESHNESS_LOW_SECONDS (30 by default), until
 //     /v1/wait returns: decant's CPU per 1,000 changes (cpu_low_rate) and
@@ -91,7 +96,9 @@ aggregates:
 // record of their document in the aggregate topic that holds them (a
 // consumer reading the topic from its end offsets at the start of phase
 // 2): agg_topic_p50 and agg_topic_p99, the latency a downstream service
-// consuming the aggregate topic sees; agg_produced_p50 and
+// consuming the aggregate topic sees (the window starts once that consumer
+// has had its first fetch answered, as a service already reading the
+// topic has); agg_produced_p50 and
 // agg_produced_p99 time the same changes to their record's timestamp,
 // when the build stage produced it, so the rest is its transaction's
 // commit and the consumer's fetch.
@@ -188,7 +195,7 @@ streamer:
 		changes                       int64
 		achieved                      float64
 		samples, aggSamples           []freshSample
-		searches                      []time.Duration
+		searches, probes              []time.Duration
 		cpuBurstPer1k, cpuSteadyPer1k float64
 		refresh                       freshRefreshes
 		cpuLowPer1k                   float64
@@ -242,7 +249,7 @@ streamer:
 		fr := freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
 		steadyCPU = freshCPU(b, run.Pid()) - cpu0
 		refresh = freshRefreshStats(ctx, b, es, alias).since(refresh0)
-		samples, aggSamples, searches = fr.lat, fr.agg, fr.searches
+		samples, aggSamples, searches, probes = fr.lat, fr.agg, fr.searches, fr.probes
 		seq += fr.changes
 		changes = fr.changes
 		achieved = float64(fr.changes) / fr.took.Seconds()
@@ -315,12 +322,13 @@ streamer:
 	b.ReportMetric(maxRate, "max-changes/s")
 	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB\n",
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms probes=%d probe_p50=%dms probe_p99=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB\n",
 		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
 		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(),
 		freshPercentile(answered, 0.5).Milliseconds(), freshPercentile(answered, 0.99).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(),
 		freshPercentile(aggProduced, 0.5).Milliseconds(), freshPercentile(aggProduced, 0.99).Milliseconds(), strings.Join(byQuarter, "/"), p50First.Milliseconds(), p50Last.Milliseconds(), sustained,
 		freshPercentile(searches, 0.5).Milliseconds(), freshPercentile(searches, 0.99).Milliseconds(), refresh.count, refresh.mean().Milliseconds(),
+		len(probes), freshPercentile(probes, 0.5).Milliseconds(), freshPercentile(probes, 0.99).Milliseconds(),
 		cpuBurstPer1k, cpuSteadyPer1k, cpuLowPer1k, lowChanges, lowRate, cpuLowPer1k/cpuBurstPer1k, idleCores*100, idleSeconds, rss>>20)
 }
 
@@ -431,6 +439,30 @@ type freshRun struct {
 	changes  int64
 	took     time.Duration
 	searches []time.Duration
+	// probes are the latencies, from Elasticsearch's acknowledgement to
+	// the sending of the search that first found it, of documents the
+	// benchmark itself wrote into the same index during the window
+	// (freshProbeEvery): the part of commit → searchable that belongs to
+	// Elasticsearch's refresh cycle, which no writer can go under.
+	probes []time.Duration
+}
+
+// freshProbeEvery is how often freshSteady writes a probe document.
+const freshProbeEvery = 100 * time.Millisecond
+
+// freshFetchReady is closed by the aggregate topic consumer's first fetch
+// response: from then on its fetches wait at the broker for new records,
+// and a record is seen when it is committed, not when the consumer has
+// connected, looked its partitions up and sent its first fetch.
+type freshFetchReady struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (r *freshFetchReady) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil { // Fetch
+		r.once.Do(func() { close(r.c) })
+	}
 }
 
 func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *testenv.ESEnv, alias string, k *testenv.KafkaEnv, aggTopic string, n int, seq int64, rate float64, d time.Duration) freshRun {
@@ -444,6 +476,9 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		start      time.Time
 		first      error
 		last       int64
+		probes     = map[string]time.Time{} // probe id → acknowledged, not yet searchable
+		probeLat   []time.Duration
+		written    []string // every probe id
 	)
 	// seen moves the sampled changes of doc up to seq top from p to out,
 	// each made a sample by sample from its commit time.
@@ -498,6 +533,27 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 				}
 				mu.Unlock()
 			}
+			mu.Lock()
+			pids := make([]string, 0, len(probes))
+			for id := range probes {
+				pids = append(pids, id)
+			}
+			mu.Unlock()
+			if len(pids) > 0 {
+				asked := time.Now()
+				found, err := freshSearchIDs(pollCtx, es, alias, pids)
+				mu.Lock()
+				if err != nil && pollCtx.Err() == nil {
+					first = cmp.Or(first, err)
+				}
+				for _, id := range found {
+					if acked, ok := probes[id]; ok {
+						probeLat = append(probeLat, max(0, asked.Sub(acked)))
+						delete(probes, id)
+					}
+				}
+				mu.Unlock()
+			}
 			time.Sleep(25 * time.Millisecond)
 		}
 	}()
@@ -512,8 +568,10 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	// Read committed: a document is on the aggregate topic for its
 	// consumers once its transaction committed.
+	ready := &freshFetchReady{c: make(chan struct{})}
 	cl, lerr := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{aggTopic: from}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{aggTopic: from}),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.WithHooks(ready))
 	if lerr != nil {
 		b.Fatal(lerr)
 	}
@@ -550,9 +608,51 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		}
 	}()
 
+	// The consumer is a downstream service already reading the topic:
+	// the window starts once it is (a first run counted its start-up,
+	// metadata and first fetch, in the first changes' latencies).
+	select {
+	case <-ready.c:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("the consumer of %s got no fetch response in 30 s", aggTopic)
+	}
 	mu.Lock()
 	start = time.Now()
 	mu.Unlock()
+	// Probes: a document written straight into the index every
+	// freshProbeEvery, timed from Elasticsearch's answer to the search
+	// that first finds it.
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		t := time.NewTicker(freshProbeEvery)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-probeCtx.Done():
+				return
+			case <-t.C:
+			}
+			id := fmt.Sprintf("probe-%d", i)
+			res, err := esapi.IndexRequest{Index: alias, DocumentID: id, Body: strings.NewReader(`{}`)}.Do(probeCtx, es.Search)
+			acked := time.Now()
+			if err == nil {
+				if res.IsError() {
+					err = fmt.Errorf("probe %s: %s", id, res.String())
+				}
+				res.Body.Close()
+			}
+			mu.Lock()
+			if err != nil && probeCtx.Err() == nil {
+				first = cmp.Or(first, err)
+			} else if err == nil {
+				probes[id] = acked
+				written = append(written, id)
+			}
+			mu.Unlock()
+		}
+	}()
 	err := freshDrive(ctx, pool, n, seq, math.MaxInt, rate, d, func(s int64, doc int, at time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -563,6 +663,8 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		}
 	})
 	took := time.Since(start)
+	stopProbes()
+	<-probed
 	if err != nil {
 		b.Fatalf("freshness: %v", err)
 	}
@@ -572,12 +674,51 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		if first != nil {
 			b.Fatalf("freshness: %v", first)
 		}
-		return len(pending) == 0 && len(aggPending) == 0, fmt.Errorf("%d documents with changes not yet searchable, %d not yet in %s", len(pending), len(aggPending), aggTopic)
+		return len(pending) == 0 && len(aggPending) == 0 && len(probes) == 0, fmt.Errorf("%d documents with changes not yet searchable, %d not yet in %s, %d probes not yet searchable", len(pending), len(aggPending), aggTopic, len(probes))
 	})
 	stopPoll()
 	<-polled
 	<-consumed
-	return freshRun{lat: lat, agg: agg, changes: last - seq, took: took, searches: searches}
+	// The probes leave the index as they came: nothing else counts them,
+	// but decant's documents are all the index should hold.
+	body, _ := json.Marshal(map[string]any{"query": map[string]any{"ids": map[string]any{"values": written}}})
+	if res, err := (esapi.DeleteByQueryRequest{Index: []string{alias}, Body: bytes.NewReader(body)}).Do(ctx, es.Search); err != nil {
+		b.Fatalf("delete the probes: %v", err)
+	} else {
+		if res.IsError() {
+			b.Fatalf("delete the probes: %s", res.String())
+		}
+		res.Body.Close()
+	}
+	return freshRun{lat: lat, agg: agg, changes: last - seq, took: took, searches: searches, probes: probeLat}
+}
+
+// freshSearchIDs returns those of ids that a search of alias finds.
+func freshSearchIDs(ctx context.Context, es *testenv.ESEnv, alias string, ids []string) ([]string, error) {
+	body, _ := json.Marshal(map[string]any{"size": len(ids), "_source": false, "query": map[string]any{"ids": map[string]any{"values": ids}}})
+	res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(body)}.Do(ctx, es.Search)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.IsError() {
+		return nil, fmt.Errorf("search %s: %s", alias, res.String())
+	}
+	var sr struct {
+		Hits struct {
+			Hits []struct {
+				ID string `json:"_id"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
+		return nil, fmt.Errorf("search %s: %w", alias, err)
+	}
+	out := make([]string, 0, len(sr.Hits.Hits))
+	for _, h := range sr.Hits.Hits {
+		out = append(out, h.ID)
+	}
+	return out, nil
 }
 
 // freshSearchSeqs searches alias for those of the documents ids that
