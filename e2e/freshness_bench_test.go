@@ -695,30 +695,41 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 
 // freshSearchIDs returns those of ids that a search of alias finds.
 func freshSearchIDs(ctx context.Context, es *testenv.ESEnv, alias string, ids []string) ([]string, error) {
-	body, _ := json.Marshal(map[string]any{"size": len(ids), "_source": false, "query": map[string]any{"ids": map[string]any{"values": ids}}})
-	res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(body)}.Do(ctx, es.Search)
-	if err != nil {
+	var hits []struct {
+		ID string `json:"_id"`
+	}
+	if err := freshSearch(ctx, es, alias, map[string]any{"size": len(ids), "_source": false, "query": map[string]any{"ids": map[string]any{"values": ids}}}, &hits); err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
-	if res.IsError() {
-		return nil, fmt.Errorf("search %s: %s", alias, res.String())
-	}
-	var sr struct {
-		Hits struct {
-			Hits []struct {
-				ID string `json:"_id"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
-		return nil, fmt.Errorf("search %s: %w", alias, err)
-	}
-	out := make([]string, 0, len(sr.Hits.Hits))
-	for _, h := range sr.Hits.Hits {
+	out := make([]string, 0, len(hits))
+	for _, h := range hits {
 		out = append(out, h.ID)
 	}
 	return out, nil
+}
+
+// freshSearch searches alias with body and decodes the hits into hits, a
+// pointer to a slice.
+func freshSearch(ctx context.Context, es *testenv.ESEnv, alias string, body, hits any) error {
+	data, _ := json.Marshal(body)
+	res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(data)}.Do(ctx, es.Search)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.IsError() {
+		return fmt.Errorf("search %s: %s", alias, res.String())
+	}
+	var sr struct {
+		Hits struct {
+			Hits any `json:"hits"`
+		} `json:"hits"`
+	}
+	sr.Hits.Hits = hits
+	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
+		return fmt.Errorf("search %s: %w", alias, err)
+	}
+	return nil
 }
 
 // freshSearchSeqs searches alias for those of the documents ids that
@@ -726,7 +737,7 @@ func freshSearchIDs(ctx context.Context, es *testenv.ESEnv, alias string, ids []
 // the largest seq each holds. Documents not changed since from are not
 // returned, which keeps the poller's load on Elasticsearch small.
 func freshSearchSeqs(ctx context.Context, es *testenv.ESEnv, alias string, ids []string, from int64) (map[int]int64, error) {
-	body, _ := json.Marshal(map[string]any{
+	body := map[string]any{
 		"size": len(ids), "_source": []string{"seq", "orders.seq"},
 		"query": map[string]any{"bool": map[string]any{"filter": []any{
 			map[string]any{"ids": map[string]any{"values": ids}},
@@ -735,33 +746,21 @@ func freshSearchSeqs(ctx context.Context, es *testenv.ESEnv, alias string, ids [
 				map[string]any{"range": map[string]any{"orders.seq": map[string]any{"gte": from}}},
 			}}},
 		}}},
-	})
-	res, err := esapi.SearchRequest{Index: []string{alias}, Body: bytes.NewReader(body)}.Do(ctx, es.Client)
-	if err != nil {
+	}
+	var hits []struct {
+		ID     string `json:"_id"`
+		Source struct {
+			Seq    int64 `json:"seq"`
+			Orders []struct {
+				Seq int64 `json:"seq"`
+			} `json:"orders"`
+		} `json:"_source"`
+	}
+	if err := freshSearch(ctx, es, alias, body, &hits); err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
-	if res.IsError() {
-		return nil, fmt.Errorf("search %s: %s", alias, res.String())
-	}
-	var sr struct {
-		Hits struct {
-			Hits []struct {
-				ID     string `json:"_id"`
-				Source struct {
-					Seq    int64 `json:"seq"`
-					Orders []struct {
-						Seq int64 `json:"seq"`
-					} `json:"orders"`
-				} `json:"_source"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
-		return nil, fmt.Errorf("search %s: %w", alias, err)
-	}
-	out := make(map[int]int64, len(sr.Hits.Hits))
-	for _, h := range sr.Hits.Hits {
+	out := make(map[int]int64, len(hits))
+	for _, h := range hits {
 		doc, err := strconv.Atoi(h.ID)
 		if err != nil {
 			return nil, fmt.Errorf("search %s: _id %q is not a customer id", alias, h.ID)

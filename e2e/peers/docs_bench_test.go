@@ -99,7 +99,11 @@ func (r docsResult) freshDBPer1k() float64  { return r.freshDB * 1000 / float64(
 //     figures are printed for information.
 //
 // At the end every document of the two indexes is compared (pgsync's
-// "_meta" field removed, arrays sorted by id): they must be the same.
+// "_meta" field removed, arrays sorted by id): they must be the same. Then
+// decant's documents are bulk loaded straight into fresh indexes with its
+// mappings (directBulkCeiling): what Elasticsearch alone takes for them on
+// these cores, printed with max_throughput_ratio, that rate over
+// pgsync's — the highest throughput ratio any tool could reach here.
 //
 // DECANT_BENCH_PEER_CUSTOMERS sets N (default 20000), DECANT_BENCH_PEER_DOC_RATE
 // and DECANT_BENCH_PEER_DOC_SECONDS the change load (default 5/s for 60s: on
@@ -131,6 +135,12 @@ func BenchmarkPeersDocuments(b *testing.B) {
 			r.name, r.res.idle, len(r.res.fresh), rate, ms(r.res.fresh.percentile(0.5)), ms(r.res.fresh.percentile(0.99)), r.res.freshCPUPer1k(), r.res.freshDBPer1k(), mb(r.res.peakRSS), extra)
 	}
 	fmt.Printf("BENCH peers documents same_documents=%d/%d\n", same, n)
+	// What Elasticsearch alone takes for decant's documents here: neither
+	// tool can load faster, so a throughput ratio above
+	// direct_bulk ÷ pgsync's rate is out of reach on these cores.
+	ceil := directBulkCeiling(b, es, decIndex)
+	fmt.Printf("BENCH peers documents ceiling direct_bulk=%.0f docs/s (%s, best of 3 cells, into a fresh index with decant's mappings) decant_over_direct=%.2f pgsync_over_direct=%.2f max_throughput_ratio=%.2f\n",
+		ceil.docsPerSec, ceil.cell, dec.docsPerSec()/ceil.docsPerSec, pgs.docsPerSec()/ceil.docsPerSec, ceil.docsPerSec/pgs.docsPerSec())
 	tp := ratio(dec.docsPerSec(), pgs.docsPerSec())
 	fr := ratio(float64(dec.fresh.percentile(0.99)), float64(pgs.fresh.percentile(0.99)))
 	lc := ratio(dec.loadCPUPer1k(), pgs.loadCPUPer1k())
