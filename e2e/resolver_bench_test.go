@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -103,13 +104,20 @@ func BenchmarkBackfill(b *testing.B) {
 	grid := &docsBench{es: es, agg: agg}
 	var pipeline, bulk time.Duration
 	var cell docsBulk
+	var servers string // each server's CPU over the last round's backfill
+	var cpuSum float64 // every server's and this process's CPU over the backfills
 	rounds := 0
 	for b.Loop() {
 		rounds++
 		resWaitESQuiet(b, es)
-		start := time.Now()
+		start, servers0, own0 := time.Now(), readServerCPU(), freshCPU(b, os.Getpid())
 		bf := resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		pipeline += time.Since(start)
+		own := freshCPU(b, os.Getpid()) - own0
+		var sum float64
+		servers, sum = readServerCPU().since(servers0)
+		servers = fmt.Sprintf("%s,decant:%.1f", servers, own)
+		cpuSum += sum + own
 		if bf.Count != int64(n) {
 			b.Fatalf("backfill enqueued %d ids, want %d", bf.Count, n)
 		}
@@ -128,8 +136,13 @@ func BenchmarkBackfill(b *testing.B) {
 	if withKafka {
 		sinks += "+kafka"
 	}
-	fmt.Printf("BENCH backfill aggregates=%d sinks=%s decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, best of the grid, last %s) ratio=%.2f\n",
-		n, sinks, ours, pipeline.Seconds()/float64(rounds), theirs, bulk.Seconds()/float64(rounds), cell, ours/theirs)
+	// As in the documents benchmarks: the share of the cores the
+	// backfill kept busy, and the ratio it would reach doing the same work
+	// with every core busy all the time.
+	cores := float64(runtime.NumCPU())
+	fmt.Printf("BENCH backfill aggregates=%d sinks=%s decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, best of the grid, last %s) ratio=%.2f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f\n",
+		n, sinks, ours, pipeline.Seconds()/float64(rounds), theirs, bulk.Seconds()/float64(rounds), cell, ours/theirs,
+		servers, cpuSum/(cores*pipeline.Seconds()), bulk.Seconds()/(cpuSum/cores))
 }
 
 // resBenchDocs builds the documents of ids 1..n with the aggregate's
