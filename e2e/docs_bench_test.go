@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -613,8 +612,8 @@ func BenchmarkInitialLoad(b *testing.B) {
 	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone_seconds=%.2f cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), best, ours/theirs, took.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), streamTook.Seconds(), streamSlot.Seconds(), bulkTook.Seconds(), best.took.Seconds(),
-		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()), ceiling.Seconds()/((serversSum+cpu)/float64(runtime.NumCPU())),
-		ceilingServers, streamCPU, (ceilingSum+streamCPU)/(float64(runtime.NumCPU())*ceiling.Seconds()), requests, parts,
+		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(ceiling, serversSum+cpu),
+		ceilingServers, streamCPU, cpuBusy(ceilingSum+streamCPU, ceiling), requests, parts,
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, ceilingES)
 }
@@ -760,8 +759,8 @@ func BenchmarkLiveBacklog(b *testing.B) {
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
 		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0,
-		servers, cpu, (serversSum+cpu)/(float64(runtime.NumCPU())*took.Seconds()), best.took.Seconds()/((serversSum+cpu)/float64(runtime.NumCPU())),
-		best.cpu, best.cpuSum/(float64(runtime.NumCPU())*best.took.Seconds()),
+		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(best.took, serversSum+cpu),
+		best.cpu, cpuBusy(best.cpuSum, best.took),
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, best.es)
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/indexer"
-	"github.com/decant-cdc/decant/internal/ctxtime"
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -43,7 +40,7 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 // decant's sink does: through an alias (require_alias), each document with
 // version_type external_gte and version+i (indexer.encodeAction).
 func idxBulkLoadAs(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int, version int64) error {
-	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: retryRejected{es.Search}, Index: index, FlushBytes: flushBytes, NumWorkers: workers})
+	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: testenv.RetryRejected(es.Search), Index: index, FlushBytes: flushBytes, NumWorkers: workers})
 	if err != nil {
 		return err
 	}
@@ -78,39 +75,6 @@ func idxBulkLoadAs(ctx context.Context, es *testenv.ESEnv, index string, docs []
 	mu.Lock()
 	defer mu.Unlock()
 	return failed
-}
-
-// retryRejected resends a request that Elasticsearch rejected with 429
-// Too Many Requests, after a backoff, as Elasticsearch asks bulk clients to
-// do: with 8 requests of 10 MB in flight a load can exceed the node's
-// indexing pressure limit (10% of a 512 MB heap) at any moment, and a
-// ceiling that failed on the first rejection was not a ceiling. The
-// retries' time is part of the load's.
-type retryRejected struct{ next esapi.Transport }
-
-func (t retryRejected) Perform(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil {
-		var err error
-		if body, err = io.ReadAll(req.Body); err != nil {
-			return nil, err
-		}
-		req.Body.Close()
-	}
-	for attempt := 0; ; attempt++ {
-		if body != nil {
-			req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		}
-		res, err := t.next.Perform(req)
-		if err != nil || res.StatusCode != http.StatusTooManyRequests || attempt == 8 {
-			return res, err
-		}
-		io.Copy(io.Discard, res.Body) //nolint:errcheck // drained to reuse the connection
-		res.Body.Close()
-		if !ctxtime.Sleep(req.Context(), 50*time.Millisecond<<attempt) {
-			return nil, req.Context().Err()
-		}
-	}
 }
 
 // idxBenchDocs returns n documents shaped like the benchmark's aggregate:

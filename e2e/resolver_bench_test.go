@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -139,10 +138,9 @@ func BenchmarkBackfill(b *testing.B) {
 	// As in the documents benchmarks: the share of the cores the
 	// backfill kept busy, and the ratio it would reach doing the same work
 	// with every core busy all the time.
-	cores := float64(runtime.NumCPU())
 	fmt.Printf("BENCH backfill aggregates=%d sinks=%s decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, best of the grid, last %s) ratio=%.2f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f\n",
 		n, sinks, ours, pipeline.Seconds()/float64(rounds), theirs, bulk.Seconds()/float64(rounds), cell, ours/theirs,
-		servers, cpuSum/(cores*pipeline.Seconds()), bulk.Seconds()/(cpuSum/cores))
+		servers, cpuBusy(cpuSum, pipeline), atFullCPU(bulk, cpuSum))
 }
 
 // resBenchDocs builds the documents of ids 1..n with the aggregate's

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // serverCPU is the CPU time, in seconds, each test server has used: the
@@ -115,4 +117,18 @@ func (s serverCPU) since(s0 serverCPU) (string, float64) {
 		parts = append(parts, fmt.Sprintf("%s:%.1f", n, d))
 	}
 	return strings.Join(parts, ","), sum
+}
+
+// cpuBusy is the share of the machine's cores that cpuSeconds of CPU kept
+// busy over took.
+func cpuBusy(cpuSeconds float64, took time.Duration) float64 {
+	return cpuSeconds / (float64(runtime.NumCPU()) * took.Seconds())
+}
+
+// atFullCPU is the ratio a run that used cpuSeconds of CPU (every server's
+// and decant's) would reach against a ceiling of ceiling with every core
+// busy all the time: when the measured ratio is close to it, only less
+// CPU, not better overlap, can raise it.
+func atFullCPU(ceiling time.Duration, cpuSeconds float64) float64 {
+	return ceiling.Seconds() / (cpuSeconds / float64(runtime.NumCPU()))
 }

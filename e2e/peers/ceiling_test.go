@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esutil"
 
-	"github.com/decant-cdc/decant/internal/esclient"
 	"github.com/decant-cdc/decant/internal/testenv"
 )
 
@@ -31,8 +29,8 @@ type bulkCeiling struct {
 // makes the documents searchable, and returns the fastest. Neither tool
 // can make documents searchable faster than this: both also read
 // PostgreSQL and build the documents on the same cores. A request rejected
-// with 429 is retried after a backoff, as Elasticsearch asks bulk clients
-// to do.
+// with 429 is retried (testenv.RetryRejected), as in the e2e benchmarks'
+// direct loads.
 func directBulkCeiling(b *testing.B, es *testenv.ESEnv, index string) bulkCeiling {
 	b.Helper()
 	ctx := testenv.Ctx(b)
@@ -56,12 +54,7 @@ func directBulkCeiling(b *testing.B, es *testenv.ESEnv, index string) bulkCeilin
 	for _, d := range def {
 		mappings, shards = d.Mappings, d.Settings.Index.Shards
 	}
-	cl, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{es.URL}, Transport: esclient.Transport(nil),
-		RetryOnStatus: []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
-		RetryBackoff:  func(attempt int) time.Duration { return time.Duration(attempt) * 100 * time.Millisecond }, MaxRetries: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := testenv.RetryRejected(es.Search)
 	var best bulkCeiling
 	for i, cell := range []struct{ mb, workers int }{{1, 2}, {5, 4}, {10, 8}} {
 		dest := fmt.Sprintf("%s_direct_%d", es.Prefix, i)
