@@ -23,6 +23,11 @@ import (
 func (k Kafka) ClientOptions() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
 	switch k.Compression {
+	case "none", "":
+		// franz-go compresses with snappy unless told otherwise: "none"
+		// must say so, or every batch is compressed by the producer and
+		// decompressed by the broker (to validate it) and the consumer.
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	case "lz4":
 		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()))
 	case "snappy":

@@ -1,12 +1,18 @@
 package config
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestTLSHint: each client-side TLS failure names the setting to check;
@@ -32,5 +38,54 @@ func TestTLSHint(t *testing.T) {
 	}
 	if got := TLSHint("elasticsearch", "elasticsearch.urls", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}); !strings.HasPrefix(got, "check elasticsearch.tls.ca_file") {
 		t.Errorf("elasticsearch hint %q does not name elasticsearch.tls.ca_file", got)
+	}
+}
+
+// Regression: "none", the default, left franz-go's own default in place,
+// so every batch decant produced was snappy-compressed although the docs
+// (and the reason given there: the CPU of the producer, broker and
+// consumer) say none. Each setting is produced through kfake and read
+// back with the compression codec of its batch.
+func TestClientOptionsCompression(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// franz-go's codes for a batch's compression (kgo.RecordAttrs).
+	want := map[string]uint8{"none": 0, "": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"none", "", "snappy", "lz4", "zstd", "gzip"} {
+		opts, err := (Kafka{Brokers: c.ListenAddrs(), Compression: name}).ClientOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("c"))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(name), Value: bytes.Repeat([]byte("compressible "), 100)})
+		cl.Close()
+		if err := r.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		offset := r[0].Record.Offset
+		read, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"c": {0: kgo.NewOffset().At(offset)}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := read.PollRecords(ctx, 1)
+		read.Close()
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			t.Fatalf("compression %q: record not read back", name)
+		}
+		if got := recs[0].Attrs.CompressionType(); got != want[name] {
+			t.Errorf("compression %q: the batch is compressed with codec %d, want %d", name, got, want[name])
+		}
 	}
 }

@@ -30,7 +30,9 @@ func encodeAction(d *wire.Document, id, index string, requireAlias bool) []byte 
 	if d.Deleted {
 		op = "delete"
 	}
-	b := make([]byte, 0, 128+len(d.Doc))
+	// Room for the action line too: a buffer one index name too small
+	// was copied into one of twice the document's size.
+	b := make([]byte, 0, 128+len(index)+len(id)+len(d.Doc))
 	b = append(b, `{"`...)
 	b = append(b, op...)
 	b = append(b, `":{"_index":`...)

@@ -351,7 +351,13 @@ func (s *ESSink) send(ctx context.Context, docs []wire.Document, acts []action, 
 var bulkFilter = []string{"items.*._index", "items.*.status", "items.*.result", "items.*.error"}
 
 func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []action, dead *[]wire.DeadLetter) (retry []action, why string, err error) {
-	var body bytes.Buffer
+	// Sized once: growing a bulk body of megabytes by doubling cleared and
+	// copied it several times (6% of decant's CPU in an initial load).
+	n := 0
+	for _, a := range acts {
+		n += len(a.body)
+	}
+	body := bytes.NewBuffer(make([]byte, 0, n))
 	for _, a := range acts {
 		body.Write(a.body)
 	}
