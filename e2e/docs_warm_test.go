@@ -34,7 +34,9 @@ const docsWarmDocs = 40000
 // after round, until Elasticsearch's CPU for a round is within 15% of the
 // round before (at most 6); with withES false that part is skipped. Then
 // Kafka takes them as records on a scratch topic of 6 partitions and
-// gives them back, twice. Each round's CPU is logged.
+// gives them back, twice, and then twice more in transactions, read back
+// by a consumer group that commits (docsKafkaTxnRound). Each round's CPU
+// is logged.
 func (d *docsBench) warmUp(b *testing.B, withES bool) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
@@ -81,6 +83,17 @@ func (d *docsBench) warmUp(b *testing.B, withES bool) {
 		}
 		log = append(log, fmt.Sprintf("kafka:%.1f", readServerCPU()["kafka"]-cpu0["kafka"]))
 	}
+	for round := range 2 {
+		txnTopic := fmt.Sprintf("%s.warm-txn%d", d.k.Prefix, round)
+		if res, err := d.k.Admin.CreateTopic(ctx, 6, 1, nil, txnTopic); err != nil || res.Err != nil {
+			b.Fatalf("warm-up: create %s: %v %v", txnTopic, err, res.Err)
+		}
+		cpu0 := readServerCPU()
+		if err := docsKafkaTxnRound(ctx, d.k, txnTopic, docs); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+		log = append(log, fmt.Sprintf("kafka-txn:%.1f", readServerCPU()["kafka"]-cpu0["kafka"]))
+	}
 	b.Logf("warm-up with %d documents, CPU-seconds per round: %s", len(docs), strings.Join(log, " "))
 }
 
@@ -113,6 +126,55 @@ func docsKafkaRound(ctx context.Context, k *testenv.KafkaEnv, topic string, docs
 			return fmt.Errorf("read %s back: %w (%d of %d records)", topic, err, got, want)
 		}
 		got += int64(fs.NumRecords())
+	}
+	return nil
+}
+
+// docsKafkaTxnRound is docsKafkaRound the way decant's stages use Kafka:
+// produced in transactions (as the build stage writes the aggregate topic)
+// and read back read_committed by a consumer group that commits after
+// each poll (as the map and build stages do). The plain round leaves the
+// broker's transaction and group coordinators' code to be compiled during
+// decant's timed run.
+func docsKafkaTxnRound(ctx context.Context, k *testenv.KafkaEnv, topic string, docs []wire.Document) error {
+	p, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.TransactionalID(topic+"-txn"), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	for lo := 0; lo < len(docs); lo += 1000 {
+		if err := p.BeginTransaction(); err != nil {
+			return err
+		}
+		var produced kgo.FirstErrPromise
+		for i := lo; i < min(lo+1000, len(docs)); i++ {
+			p.Produce(ctx, &kgo.Record{Key: docs[i].ID, Value: docs[i].Doc}, produced.Promise())
+		}
+		err := produced.Err()
+		if cerr := p.EndTransaction(ctx, kgo.TransactionEndTry(err == nil)); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("transaction to %s: %w", topic, err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(topic+"-group"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for got := 0; got < len(docs); {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			return fmt.Errorf("read %s back in a group: %w (%d of %d records)", topic, err, got, len(docs))
+		}
+		got += fs.NumRecords()
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			return fmt.Errorf("commit %s: %w", topic, err)
+		}
 	}
 	return nil
 }
