@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -357,11 +356,11 @@ func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []act
 	for _, a := range acts {
 		n += len(a.body)
 	}
-	body := bytes.NewBuffer(make([]byte, 0, n))
+	body := make([]byte, 0, n)
 	for _, a := range acts {
-		body.Write(a.body)
+		body = append(body, a.body...)
 	}
-	r := s.bulk(ctx, body.Bytes(), len(acts))
+	r := s.bulk(ctx, body, len(acts))
 	code, resp := r.code, r.resp
 	switch {
 	case r.err != nil && ctx.Err() != nil:
