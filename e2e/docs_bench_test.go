@@ -1083,7 +1083,8 @@ func docsDistinctKeys(ctx context.Context, k *testenv.KafkaEnv, topic string) (i
 // docsProfile, with DECANT_BENCH_PROFILE_DIR set, records a CPU profile
 // and an execution trace (which shows where goroutines block: the
 // off-CPU side) of the decant process serving ops port addr, for the
-// next seconds seconds, into <dir>/<name>.cpu.pprof and <name>.trace
+// next seconds seconds, into <dir>/<name>.cpu.pprof and <name>.trace,
+// and a heap profile halfway through, into <name>.heap.pprof
 // (docs/performance.md, "Where the time goes"); with
 // DECANT_BENCH_PROFILE_TRACE=0 the CPU profile only, since the trace
 // costs CPU of its own. It returns at once; wait for the returned
@@ -1118,8 +1119,12 @@ func docsProfile(b *testing.B, addr, name string, seconds int) <-chan struct{} {
 		}
 		b.Logf("profile %s: decant's ops port %s did not answer", path, addr)
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name+".cpu.pprof")
+	go func() { // the heap halfway through, after a collection
+		time.Sleep(time.Duration(seconds) * time.Second / 2)
+		get("/debug/pprof/heap?gc=1", name+".heap.pprof")
+	}()
 	if os.Getenv("DECANT_BENCH_PROFILE_TRACE") != "0" {
 		wg.Add(1)
 		go get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), name+".trace")

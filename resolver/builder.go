@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -786,18 +787,34 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		dest[i] = &idv[i]
 	}
 	dest[n] = &doc
+	// The id columns (jsonb) and the document (json) come as text, which
+	// is their JSON: read in place, each row's bytes are copied once, into
+	// the key and the compacted document, not first into values of their
+	// own (a copy of every document, 9% of the build stage's CPU).
+	inPlace := len(rows.FieldDescriptions()) == n+1
+	for _, fd := range rows.FieldDescriptions() {
+		inPlace = inPlace && fd.Format == pgx.TextFormatCode
+	}
+	raw := make([]json.RawMessage, n) // idKey copies what it keeps
 	requested := make(map[string]bool, len(canon))
 	for _, k := range canon {
 		requested[string(k)] = true
 	}
 	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
-		}
-		raw := make([]json.RawMessage, n)
-		for i := range idv {
-			raw[i] = append(json.RawMessage(nil), idv[i]...)
+		if inPlace {
+			rv := rows.RawValues()
+			for i := range raw {
+				raw[i] = rv[i]
+			}
+			doc = rv[n]
+		} else {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+			}
+			for i := range idv {
+				raw[i] = idv[i]
+			}
 		}
 		k := idKey(a, raw)
 		// PostgreSQL's json builders space their output; documents are
