@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -194,6 +196,49 @@ func TestVersionGuard(t *testing.T) {
 	if !newVersionGuard(-1).admit("t", []byte("a"), 0) {
 		t.Error("a disabled guard must admit everything")
 	}
+	// The least recently admitted key is forgotten, not the first admitted;
+	// the same key of another topic is another key.
+	g = newVersionGuard(2)
+	for i, s := range []struct {
+		topic, key string
+		version    uint64
+		want       bool
+	}{
+		{"t", "x", 1, true}, {"t", "y", 1, true}, {"t", "x", 2, true}, // x is now the more recent
+		{"t", "z", 1, true},  // y is forgotten
+		{"t", "x", 1, false}, // x is remembered (2)
+		{"t", "y", 0, true},  // y was forgotten; z is forgotten now
+		{"u", "x", 0, true},  // another topic: x is forgotten now
+		{"t", "z", 0, true}, {"t", "x", 0, true},
+	} {
+		if got := g.admit(s.topic, []byte(s.key), s.version); got != s.want {
+			t.Errorf("recency step %d: admit(%s, %s, %d) = %v, want %v", i, s.topic, s.key, s.version, got, s.want)
+		}
+	}
+}
+
+// TestVersionGuardAllocatesNothing: a full guard admits a key it has not
+// seen without allocating (it forgets the oldest in place), so a backfill
+// of millions of documents adds nothing for the collector to scan.
+func TestVersionGuardAllocatesNothing(t *testing.T) {
+	const size = 1000
+	g := newVersionGuard(size)
+	keys := make([][]byte, 3*size)
+	for i := range keys {
+		keys[i] = []byte(`{"id":` + strconv.Itoa(i) + `}`)
+	}
+	for i := range size {
+		g.admit("decant.agg.customer", keys[i], 1)
+	}
+	i := size
+	if n := testing.AllocsPerRun(size, func() {
+		if !g.admit("decant.agg.customer", keys[i], 1) {
+			t.Fatalf("key %d not admitted", i)
+		}
+		i++
+	}); n != 0 {
+		t.Errorf("admitting a new key into a full guard allocates %.1f times, want 0", n)
+	}
 }
 
 func TestIndexSpec(t *testing.T) {
@@ -298,5 +343,60 @@ func TestLoadSettings(t *testing.T) {
 func TestParseBulkResponseItemWithoutAction(t *testing.T) {
 	if _, err := parseBulkResponse([]byte(`{"errors":false,"items":[{"index":{"status":201}},{}]}`), 2); err == nil {
 		t.Error("an item naming no action was accepted")
+	}
+}
+
+// BenchmarkVersionGuard admits keys the guard has not seen into a full
+// guard of the default size, as a backfill does: each admit forgets the
+// least recently written key.
+func BenchmarkVersionGuard(b *testing.B) {
+	const size = 100_000
+	g := newVersionGuard(size)
+	keys := make([][]byte, 2*size)
+	for i := range keys {
+		keys[i] = []byte(`{"id":` + strconv.Itoa(i) + `}`)
+	}
+	for i := range size {
+		g.admit("decant.agg.customer", keys[i], 1)
+	}
+	b.ReportAllocs()
+	i := size
+	for b.Loop() {
+		g.admit("decant.agg.customer", keys[i%len(keys)], uint64(i))
+		i++
+	}
+}
+
+// TestVersionGuardMatchesReference drives the guard and a plain LRU model
+// with the same random admits and requires the same answers.
+func TestVersionGuardMatchesReference(t *testing.T) {
+	const size = 16
+	g := newVersionGuard(size)
+	type ref struct {
+		key     string
+		version uint64
+	}
+	var lru []ref // most recent last
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 20_000 {
+		topic := []string{"t", "u"}[rng.IntN(2)]
+		key := strconv.Itoa(rng.IntN(40))
+		version := uint64(rng.IntN(20))
+		want := true
+		i := slices.IndexFunc(lru, func(r ref) bool { return r.key == topic+"\x00"+key })
+		if i >= 0 {
+			want = version >= lru[i].version
+			if want {
+				lru = append(slices.Delete(lru, i, i+1), ref{topic + "\x00" + key, version})
+			}
+		} else {
+			lru = append(lru, ref{topic + "\x00" + key, version})
+			if len(lru) > size {
+				lru = lru[1:]
+			}
+		}
+		if got := g.admit(topic, []byte(key), version); got != want {
+			t.Fatalf("step %d: admit(%s, %s, %d) = %v, want %v", step, topic, key, version, got, want)
+		}
 	}
 }
