@@ -222,14 +222,7 @@ func TestVersionGuard(t *testing.T) {
 // of millions of documents adds nothing for the collector to scan.
 func TestVersionGuardAllocatesNothing(t *testing.T) {
 	const size = 1000
-	g := newVersionGuard(size)
-	keys := make([][]byte, 3*size)
-	for i := range keys {
-		keys[i] = []byte(`{"id":` + strconv.Itoa(i) + `}`)
-	}
-	for i := range size {
-		g.admit("decant.agg.customer", keys[i], 1)
-	}
+	g, keys := fullGuard(size, 3*size)
 	i := size
 	if n := testing.AllocsPerRun(size, func() {
 		if !g.admit("decant.agg.customer", keys[i], 1) {
@@ -351,14 +344,7 @@ func TestParseBulkResponseItemWithoutAction(t *testing.T) {
 // least recently written key.
 func BenchmarkVersionGuard(b *testing.B) {
 	const size = 100_000
-	g := newVersionGuard(size)
-	keys := make([][]byte, 2*size)
-	for i := range keys {
-		keys[i] = []byte(`{"id":` + strconv.Itoa(i) + `}`)
-	}
-	for i := range size {
-		g.admit("decant.agg.customer", keys[i], 1)
-	}
+	g, keys := fullGuard(size, 2*size)
 	b.ReportAllocs()
 	i := size
 	for b.Loop() {
@@ -399,4 +385,18 @@ func TestVersionGuardMatchesReference(t *testing.T) {
 			t.Fatalf("step %d: admit(%s, %s, %d) = %v, want %v", step, topic, key, version, got, want)
 		}
 	}
+}
+
+// fullGuard returns a guard of size keys holding the first size of n keys
+// ({"id":0}, {"id":1}, …), and the n keys.
+func fullGuard(size, n int) (*versionGuard, [][]byte) {
+	g := newVersionGuard(size)
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = []byte(`{"id":` + strconv.Itoa(i) + `}`)
+	}
+	for _, k := range keys[:size] {
+		g.admit("decant.agg.customer", k, 1)
+	}
+	return g, keys
 }
