@@ -115,6 +115,9 @@ type docsBench struct {
 	alias   string
 	mapping string
 	agg     *mappings.Aggregate
+	// warmDocs, when set, are the documents warmUp loads instead of
+	// building docsWarmDocs of its own (a benchmark that holds them).
+	warmDocs []wire.Document
 }
 
 // docsSetup seeds n customers and writes examples/shop/mappings/shop.yaml

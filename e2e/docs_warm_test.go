@@ -40,14 +40,17 @@ const docsWarmDocs = 40000
 func (d *docsBench) warmUp(b *testing.B, withES bool) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
-	pool, err := pgxpool.New(ctx, d.pg.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	docs, err := resBenchDocs(ctx, pool, d.agg, min(d.n, docsWarmDocs))
-	pool.Close()
-	if err != nil {
-		b.Fatalf("warm-up: %v", err)
+	docs := d.warmDocs
+	if docs == nil {
+		pool, err := pgxpool.New(ctx, d.pg.DSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs, err = resBenchDocs(ctx, pool, d.agg, min(d.n, docsWarmDocs))
+		pool.Close()
+		if err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
 	}
 	var log []string
 	if withES {

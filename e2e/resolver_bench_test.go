@@ -101,7 +101,7 @@ func BenchmarkBackfill(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	grid := &docsBench{n: n, pg: pg, k: k, es: es, agg: agg}
+	grid := &docsBench{n: n, pg: pg, k: k, es: es, agg: agg, warmDocs: docs[:min(len(docs), docsWarmDocs)]}
 	// The servers' JVMs warm up before the clock starts, as in the
 	// documents benchmarks: the grid always ran after the backfill and
 	// found them warm, while the backfill of a first run on new servers

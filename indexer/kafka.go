@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -349,12 +350,14 @@ type guardSlot struct {
 	older   int32 // -1 at the oldest
 }
 
-// newVersionGuard returns a guard of max keys, or nil (admit everything)
-// when max is not positive.
+// newVersionGuard returns a guard of max keys (at most math.MaxInt32, as
+// slots are linked by int32), or nil (admit everything) when max is not
+// positive.
 func newVersionGuard(max int) *versionGuard {
 	if max <= 0 {
 		return nil
 	}
+	max = min(max, math.MaxInt32)
 	return &versionGuard{max: max, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		byKey: make(map[guardKey]int32), newest: -1, oldest: -1}
 }

@@ -790,7 +790,8 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	// The id columns (jsonb) and the document (json) come as text, which
 	// is their JSON: read in place, each row's bytes are copied once, into
 	// the key and the compacted document, not first into values of their
-	// own (a copy of every document, 9% of the build stage's CPU).
+	// own (pgx's copy of every document was 5% of decant's CPU in a
+	// Kafka-sink-only backfill).
 	inPlace := len(rows.FieldDescriptions()) == n+1
 	for _, fd := range rows.FieldDescriptions() {
 		inPlace = inPlace && fd.Format == pgx.TextFormatCode
