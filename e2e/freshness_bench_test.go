@@ -101,7 +101,13 @@ aggregates:
 // topic has); agg_produced_p50 and
 // agg_produced_p99 time the same changes to their record's timestamp,
 // when the build stage produced it, so the rest is its transaction's
-// commit and the consumer's fetch.
+// commit and the consumer's fetch. agg_hops_* split that latency into the
+// pipeline's hops (stream, map, build, visible: freshHops), from the
+// timestamps of the raw and refs records each change left, read after the
+// window; agg_hops_tail_mean is where the slowest 1% spent their time.
+// servers_cpu is each server's CPU over phase 2, and the share of the
+// cores it and decant's kept busy: at half the maximum rate a change costs
+// about twice its CPU at the maximum, so the cores may be full.
 //
 // CPU time is read from /proc/<pid>/stat over each phase, peak RSS is
 // VmHWM at the end. It prints one line starting with "BENCH freshness".
@@ -188,6 +194,8 @@ streamer:
 	defer pool.Close()
 	var (
 		seq                           int64 // last seq written
+		hopsReport, steadyServers     string
+		steadyBusy                    float64
 		rateIs                        string
 		maxRate, rate                 float64
 		burstCPU, steadyCPU           float64
@@ -243,11 +251,17 @@ streamer:
 			seq = warmed
 		}
 		cpu0 = freshCPU(b, run.Pid())
+		servers0, steadyFrom := readServerCPU(), time.Now()
 		profiled := docsProfile(b, addr, "freshness", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 		defer func() { <-profiled }()
 		refresh0 := freshRefreshStats(ctx, b, es, alias)
 		fr := freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
 		steadyCPU = freshCPU(b, run.Pid()) - cpu0
+		var serversSum float64
+		steadyServers, serversSum = readServerCPU().since(servers0)
+		steadyBusy = cpuBusy(serversSum+steadyCPU, time.Since(steadyFrom))
+		raw, refs := fr.hops.read(ctx, b)
+		hopsReport = fr.hops.report(fr.hops.split(fr.agg, raw, refs))
 		refresh = freshRefreshStats(ctx, b, es, alias).since(refresh0)
 		samples, aggSamples, searches, probes = fr.lat, fr.agg, fr.searches, fr.probes
 		seq += fr.changes
@@ -322,14 +336,14 @@ streamer:
 	b.ReportMetric(maxRate, "max-changes/s")
 	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms probes=%d probe_p50=%dms probe_p99=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB\n",
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms probes=%d probe_p50=%dms probe_p99=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB servers_cpu=%s (%.0f%% busy with decant's) %s\n",
 		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
 		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(),
 		freshPercentile(answered, 0.5).Milliseconds(), freshPercentile(answered, 0.99).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(),
 		freshPercentile(aggProduced, 0.5).Milliseconds(), freshPercentile(aggProduced, 0.99).Milliseconds(), strings.Join(byQuarter, "/"), p50First.Milliseconds(), p50Last.Milliseconds(), sustained,
 		freshPercentile(searches, 0.5).Milliseconds(), freshPercentile(searches, 0.99).Milliseconds(), refresh.count, refresh.mean().Milliseconds(),
 		len(probes), freshPercentile(probes, 0.5).Milliseconds(), freshPercentile(probes, 0.99).Milliseconds(),
-		cpuBurstPer1k, cpuSteadyPer1k, cpuLowPer1k, lowChanges, lowRate, cpuLowPer1k/cpuBurstPer1k, idleCores*100, idleSeconds, rss>>20)
+		cpuBurstPer1k, cpuSteadyPer1k, cpuLowPer1k, lowChanges, lowRate, cpuLowPer1k/cpuBurstPer1k, idleCores*100, idleSeconds, rss>>20, steadyServers, steadyBusy*100, hopsReport)
 }
 
 // freshPool is the pool of 8 connections the benchmarks commit changes from.
@@ -353,6 +367,13 @@ type freshChange struct {
 	committed time.Time
 }
 
+// freshRead is the newest record of a document read from the aggregate
+// topic: the highest seq it shows, when it was read and its timestamp.
+type freshRead struct {
+	top          int64
+	at, produced time.Time
+}
+
 // freshSample is the latency of one sampled change committed at (since
 // the start of the window).
 type freshSample struct {
@@ -365,6 +386,11 @@ type freshSample struct {
 	// it (latency is to the record being read, once its transaction
 	// committed).
 	produced time.Duration
+	// seq and doc are the change and its document; committed is when its
+	// commit returned.
+	seq       int64
+	doc       int
+	committed time.Time
 }
 
 // freshDrive commits count changes, seq+1 onwards, from 8 connections:
@@ -445,6 +471,9 @@ type freshRun struct {
 	// (freshProbeEvery): the part of commit → searchable that belongs to
 	// Elasticsearch's refresh cycle, which no writer can go under.
 	probes []time.Duration
+	// hops splits the aggregate topic's latency into the pipeline's hops
+	// (read them after the CPU of the window is taken).
+	hops *freshHops
 }
 
 // freshProbeEvery is how often freshSteady writes a probe document.
@@ -471,6 +500,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		mu         sync.Mutex
 		pending    = map[int][]freshChange{} // document id → sampled changes not yet searchable
 		aggPending = map[int][]freshChange{} // document id → sampled changes not yet in the aggregate topic
+		aggRead    = map[int]freshRead{}     // document id → its newest record read from the aggregate topic
 		lat, agg   []freshSample
 		searches   []time.Duration
 		start      time.Time
@@ -488,6 +518,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		for ; i < len(cs) && cs[i].seq <= top; i++ {
 			sm := sample(cs[i].committed)
 			sm.at = cs[i].committed.Sub(start)
+			sm.seq, sm.doc, sm.committed = cs[i].seq, doc, cs[i].committed
 			*out = append(*out, sm)
 		}
 		if i == len(cs) {
@@ -558,6 +589,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		}
 	}()
 
+	hops := newFreshHops(ctx, b, k)
 	// The aggregate topic is read from its end offsets now, so every record
 	// of a change committed from here on is seen.
 	ends, lerr := k.Admin.ListEndOffsets(ctx, aggTopic)
@@ -603,6 +635,9 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 				seen(aggPending, &agg, key.ID, top, func(c time.Time) freshSample {
 					return freshSample{latency: now.Sub(c), produced: r.Timestamp.Sub(c)}
 				})
+				if top > aggRead[key.ID].top {
+					aggRead[key.ID] = freshRead{top: top, at: now, produced: r.Timestamp}
+				}
 			})
 			mu.Unlock()
 		}
@@ -659,7 +694,15 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		last = max(last, s)
 		if s%every == 0 {
 			pending[doc] = append(pending[doc], freshChange{s, at})
-			aggPending[doc] = append(aggPending[doc], freshChange{s, at})
+			if rd := aggRead[doc]; rd.top >= s {
+				// Its document was read before this callback ran (the
+				// pipeline outran the commit's answer to this goroutine):
+				// a change waits in aggPending for a record still to come,
+				// and none may come in the window.
+				agg = append(agg, freshSample{at: at.Sub(start), latency: max(0, rd.at.Sub(at)), produced: max(0, rd.produced.Sub(at)), seq: s, doc: doc, committed: at})
+			} else {
+				aggPending[doc] = append(aggPending[doc], freshChange{s, at})
+			}
 		}
 	})
 	took := time.Since(start)
@@ -674,7 +717,14 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		if first != nil {
 			b.Fatalf("freshness: %v", first)
 		}
-		return len(pending) == 0 && len(aggPending) == 0 && len(probes) == 0, fmt.Errorf("%d documents with changes not yet searchable, %d not yet in %s, %d probes not yet searchable", len(pending), len(aggPending), aggTopic, len(probes))
+		var stuck []string // what a failure needs to tell a lost record from a late one
+		for doc, cs := range aggPending {
+			if len(stuck) == 3 {
+				break
+			}
+			stuck = append(stuck, fmt.Sprintf("document %d: first change %d, newest record read shows %d", doc, cs[0].seq, aggRead[doc].top))
+		}
+		return len(pending) == 0 && len(aggPending) == 0 && len(probes) == 0, fmt.Errorf("%d documents with changes not yet searchable, %d not yet in %s %v, %d probes not yet searchable", len(pending), len(aggPending), aggTopic, stuck, len(probes))
 	})
 	stopPoll()
 	<-polled
@@ -690,7 +740,7 @@ func freshSteady(ctx context.Context, b *testing.B, pool *pgxpool.Pool, es *test
 		}
 		res.Body.Close()
 	}
-	return freshRun{lat: lat, agg: agg, changes: last - seq, took: took, searches: searches, probes: probeLat}
+	return freshRun{lat: lat, agg: agg, changes: last - seq, took: took, searches: searches, probes: probeLat, hops: hops}
 }
 
 // freshSearchIDs returns those of ids that a search of alias finds.

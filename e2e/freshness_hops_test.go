@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/decant-cdc/decant/internal/testenv"
+	"github.com/decant-cdc/decant/wire"
+)
+
+// freshHops splits the aggregate topic's latency of the sampled changes
+// into the pipeline's hops, from the timestamps of the records each change
+// left on the way (set by the producing client when it was handed the
+// record):
+//
+//   - stream: commit → the raw record (the streamer decoded it and handed
+//     it to its producer);
+//   - map: the raw record → the refs record of its document (the map
+//     stage fetched the raw record, looked its aggregate up, produced);
+//   - build: the refs record → the aggregate record (the refs
+//     transaction's commit, the build stage's fetch, statement and hand-off);
+//   - visible: the aggregate record → read by a read-committed consumer
+//     (the build stage's transaction commit and the consumer's fetch).
+//
+// It reads the records after the window, from offsets taken before it, so
+// it costs the measured pipeline nothing.
+type freshHops struct {
+	k     *testenv.KafkaEnv
+	raw   [2]string // customers, orders
+	refs  string
+	from  map[string]map[int32]kgo.Offset
+	names [4]string
+}
+
+func newFreshHops(ctx context.Context, tb testing.TB, k *testenv.KafkaEnv) *freshHops {
+	h := &freshHops{k: k, raw: [2]string{wire.RawTopic(k.Prefix, "public", "customers"), wire.RawTopic(k.Prefix, "public", "orders")},
+		refs: wire.RefsTopic(k.Prefix, "customer"), from: map[string]map[int32]kgo.Offset{},
+		names: [4]string{"stream", "map", "build", "visible"}}
+	ends, err := k.Admin.ListEndOffsets(ctx, h.raw[0], h.raw[1], h.refs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if h.from[o.Topic] == nil {
+			h.from[o.Topic] = map[int32]kgo.Offset{}
+		}
+		h.from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
+	})
+	return h
+}
+
+// read returns, from the records written since newFreshHops, the raw
+// record's timestamp of each change (by its seq) and the refs records'
+// timestamps of each document, in offset order. It reads until the
+// topics' end offsets of now.
+func (h *freshHops) read(ctx context.Context, tb testing.TB) (raw map[int64]time.Time, refs map[int][]time.Time) {
+	ends, err := h.k.Admin.ListEndOffsets(ctx, h.raw[0], h.raw[1], h.refs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	left := map[string]map[int32]int64{} // partition → end offset not yet reached
+	ends.Each(func(o kadm.ListedOffset) {
+		if from, ok := h.from[o.Topic][o.Partition]; ok && o.Offset > from.EpochOffset().Offset {
+			if left[o.Topic] == nil {
+				left[o.Topic] = map[int32]int64{}
+			}
+			left[o.Topic][o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.k.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(h.from), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	raw, refs = map[int64]time.Time{}, map[int][]time.Time{}
+	for len(left) > 0 {
+		// Past a transaction's last record come its commit marker and, after
+		// a failure, aborted records: a partition that gives nothing for
+		// 3 s has been read.
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			tb.Fatal(ctx.Err())
+		}
+		if fs.NumRecords() == 0 {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Topic][r.Partition]; ok && r.Offset+2 >= end {
+				delete(left[r.Topic], r.Partition)
+				if len(left[r.Topic]) == 0 {
+					delete(left, r.Topic)
+				}
+			}
+			if r.Topic == h.refs {
+				var key struct{ ID int }
+				if json.Unmarshal(r.Key, &key) == nil {
+					refs[key.ID] = append(refs[key.ID], r.Timestamp)
+				}
+				return
+			}
+			var v struct {
+				After *struct {
+					Seq int64 `json:"seq"`
+				} `json:"after"`
+			}
+			if json.Unmarshal(r.Value, &v) == nil && v.After != nil {
+				if _, dup := raw[v.After.Seq]; !dup { // a redelivery keeps the first
+					raw[v.After.Seq] = r.Timestamp
+				}
+			}
+		})
+	}
+	return raw, refs
+}
+
+// split returns each sample's hops (see freshHops), for the samples whose
+// records were all found.
+func (h *freshHops) split(samples []freshSample, raw map[int64]time.Time, refs map[int][]time.Time) [][4]time.Duration {
+	var out [][4]time.Duration
+	for _, sm := range samples {
+		rt, ok := raw[sm.seq]
+		if !ok {
+			continue
+		}
+		// The document's first refs record after its raw record: changes to
+		// one document are n changes apart, seconds, so none other is near.
+		ts := refs[sm.doc]
+		i := slices.IndexFunc(ts, func(t time.Time) bool { return !t.Before(rt) })
+		if i < 0 {
+			continue
+		}
+		committed := sm.committed
+		produced := committed.Add(sm.produced)
+		read := committed.Add(sm.latency)
+		out = append(out, [4]time.Duration{rt.Sub(committed), ts[i].Sub(rt), produced.Sub(ts[i]), read.Sub(produced)})
+	}
+	return out
+}
+
+// report is the hops' part of the BENCH freshness line: each hop's p50 and
+// p99 over the samples, and the mean of each hop over the samples at or
+// above the p99 of the whole latency (where the tail is spent).
+func (h *freshHops) report(hops [][4]time.Duration) string {
+	if len(hops) == 0 {
+		return "agg_hops=none"
+	}
+	var p50, p99, tail [4]string
+	totals := make([]time.Duration, len(hops))
+	for i, hp := range hops {
+		for _, d := range hp {
+			totals[i] += d
+		}
+	}
+	cut := freshPercentile(totals, 0.99)
+	var tailSum [4]time.Duration
+	tailN := 0
+	for i, hp := range hops {
+		if totals[i] >= cut {
+			tailN++
+			for j, d := range hp {
+				tailSum[j] += d
+			}
+		}
+	}
+	for j := range h.names {
+		col := make([]time.Duration, len(hops))
+		for i, hp := range hops {
+			col[i] = hp[j]
+		}
+		p50[j] = fmt.Sprint(freshPercentile(col, 0.5).Milliseconds())
+		p99[j] = fmt.Sprint(freshPercentile(col, 0.99).Milliseconds())
+		tail[j] = fmt.Sprint((tailSum[j] / time.Duration(tailN)).Milliseconds())
+	}
+	names := strings.Join(h.names[:], "/")
+	return fmt.Sprintf("agg_hops=%s agg_hops_samples=%d agg_hops_p50=%sms agg_hops_p99=%sms agg_hops_tail_mean=%sms (%d samples at or above %dms)",
+		names, len(hops), strings.Join(p50[:], "/"), strings.Join(p99[:], "/"), strings.Join(tail[:], "/"), tailN, cut.Milliseconds())
+}
