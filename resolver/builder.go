@@ -104,7 +104,7 @@ func (b *Builder) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := groupClient(append(opts, b.cfg.Kafka...), group, topics, b.cfg.SessionTimeout)
+	cl, err := groupClient(append(opts, b.cfg.Kafka...), group, topics, b.cfg.SessionTimeout, buildFetchMinBytes)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func TestAsyncCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl, err := groupClient([]kgo.Opt{seeds}, "g", []string{"raw"}, 10*time.Second)
+	cl, err := groupClient([]kgo.Opt{seeds}, "g", []string{"raw"}, 10*time.Second, mapFetchMinBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

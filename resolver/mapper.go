@@ -146,7 +146,7 @@ func (m *Mapper) session(ctx context.Context) error {
 		return err
 	}
 	gaps := newGapTracker()
-	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics, m.cfg.SessionTimeout)
+	cl, err := groupClient(append(append(append([]kgo.Opt{}, m.cfg.Kafka...), producerOpts(m.cfg.MaxBufferedRefs)...), gaps.opts()...), m.cfg.Group+".map", m.topics, m.cfg.SessionTimeout, mapFetchMinBytes)
 	if err != nil {
 		return err
 	}
