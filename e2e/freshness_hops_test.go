@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/decant-cdc/decant/internal/testenv"
 	"github.com/decant-cdc/decant/wire"
 )
@@ -36,24 +33,21 @@ type freshHops struct {
 	k     *testenv.KafkaEnv
 	raw   [2]string // customers, orders
 	refs  string
-	from  map[string]map[int32]kgo.Offset
+	from  map[string]map[int32]int64 // topic → partition → end offset when the window began
 	names [4]string
 }
 
 func newFreshHops(ctx context.Context, tb testing.TB, k *testenv.KafkaEnv) *freshHops {
 	h := &freshHops{k: k, raw: [2]string{wire.RawTopic(k.Prefix, "public", "customers"), wire.RawTopic(k.Prefix, "public", "orders")},
-		refs: wire.RefsTopic(k.Prefix, "customer"), from: map[string]map[int32]kgo.Offset{},
+		refs: wire.RefsTopic(k.Prefix, "customer"), from: map[string]map[int32]int64{},
 		names: [4]string{"stream", "map", "build", "visible"}}
-	ends, err := k.Admin.ListEndOffsets(ctx, h.raw[0], h.raw[1], h.refs)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if h.from[o.Topic] == nil {
-			h.from[o.Topic] = map[int32]kgo.Offset{}
+	for _, t := range []string{h.raw[0], h.raw[1], h.refs} {
+		ends, err := testenv.TopicEnds(ctx, k.Admin, t)
+		if err != nil {
+			tb.Fatal(err)
 		}
-		h.from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
-	})
+		h.from[t] = ends
+	}
 	return h
 }
 
@@ -62,53 +56,19 @@ func newFreshHops(ctx context.Context, tb testing.TB, k *testenv.KafkaEnv) *fres
 // timestamps of each document, in offset order. It reads until the
 // topics' end offsets of now.
 func (h *freshHops) read(ctx context.Context, tb testing.TB) (raw map[int64]time.Time, refs map[int][]time.Time) {
-	ends, err := h.k.Admin.ListEndOffsets(ctx, h.raw[0], h.raw[1], h.refs)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	left := map[string]map[int32]int64{} // partition → end offset not yet reached
-	ends.Each(func(o kadm.ListedOffset) {
-		if from, ok := h.from[o.Topic][o.Partition]; ok && o.Offset > from.EpochOffset().Offset {
-			if left[o.Topic] == nil {
-				left[o.Topic] = map[int32]int64{}
-			}
-			left[o.Topic][o.Partition] = o.Offset
-		}
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.k.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(h.from), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
 	raw, refs = map[int64]time.Time{}, map[int][]time.Time{}
-	for len(left) > 0 {
-		// The raw and refs topics are not written in transactions, so a
-		// partition is read once its record before the end offset is; a
-		// poll that gives nothing for 3 s ends the reading all the same
-		// (a record compacted away, a partition that moved).
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			tb.Fatal(ctx.Err())
+	for _, t := range []string{h.raw[0], h.raw[1], h.refs} {
+		recs, err := testenv.ReadTopicFrom(ctx, h.k.Admin, h.k.Brokers, t, h.from[t])
+		if err != nil {
+			tb.Fatal(err)
 		}
-		if fs.NumRecords() == 0 {
-			break
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Topic][r.Partition]; ok && r.Offset+1 >= end {
-				delete(left[r.Topic], r.Partition)
-				if len(left[r.Topic]) == 0 {
-					delete(left, r.Topic)
-				}
-			}
-			if r.Topic == h.refs {
+		for _, r := range recs {
+			if t == h.refs {
 				var key struct{ ID int }
 				if json.Unmarshal(r.Key, &key) == nil {
 					refs[key.ID] = append(refs[key.ID], r.Timestamp)
 				}
-				return
+				continue
 			}
 			var v struct {
 				After *struct {
@@ -120,7 +80,7 @@ func (h *freshHops) read(ctx context.Context, tb testing.TB) (raw map[int64]time
 					raw[v.After.Seq] = r.Timestamp
 				}
 			}
-		})
+		}
 	}
 	return raw, refs
 }

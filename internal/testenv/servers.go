@@ -346,9 +346,22 @@ func (k *KafkaEnv) TailClient(ctx context.Context, topic string) (*kgo.Client, e
 // Fetch errors are retried by the client until ctx ends.
 func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic string) ([]*kgo.Record, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
 	}
+	from := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) { from[o.Partition] = o.Offset })
+	return ReadTopicFrom(ctx, adm, brokers, topic, from)
+}
+
+// ReadTopicFrom reads the records of topic from the offsets in from (a
+// partition missing there is not read) to the end offsets it lists first,
+// as ReadTopic does; it reads the records written since the end offsets
+// listed at some earlier moment (TopicEnds).
+func ReadTopicFrom(ctx context.Context, adm *kadm.Client, brokers []string, topic string, from map[int32]int64) ([]*kgo.Record, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
@@ -359,8 +372,8 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 	parts := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
-			parts[o.Partition] = kgo.NewOffset().At(s.Offset)
+		if s, ok := from[o.Partition]; ok && o.Offset > s {
+			parts[o.Partition] = kgo.NewOffset().At(s)
 			want[o.Partition] = o.Offset
 		}
 	})
@@ -393,6 +406,21 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 			}
 		})
 	}
+	return out, nil
+}
+
+// TopicEnds lists the end offsets of topic's partitions now, for a later
+// ReadTopicFrom.
+func TopicEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out, nil
 }
 
