@@ -21,7 +21,8 @@ import (
 // Elasticsearch cluster busy for minutes, and records what it was given.
 type resGate struct {
 	mu      sync.Mutex
-	got     map[string]int // id → writes received
+	got     map[string]int    // id → writes received
+	names   map[string]string // id → the name of the last write received
 	release chan struct{}
 }
 
@@ -29,6 +30,12 @@ func (g *resGate) Write(ctx context.Context, docs []wire.Document) error {
 	g.mu.Lock()
 	for _, d := range docs {
 		g.got[string(d.ID)]++
+		var doc struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(d.Doc, &doc) == nil {
+			g.names[string(d.ID)] = doc.Name
+		}
 	}
 	g.mu.Unlock()
 	select {
@@ -45,16 +52,28 @@ func (g *resGate) writes(id string) int {
 	return g.got[id]
 }
 
+func (g *resGate) last(id string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.names[id]
+}
+
 // TestBuildSlowSinkDoesNotHoldAggregateTopic: while one sink holds a
 // batch's documents (Elasticsearch busy), the build stage goes on building
 // the next batches and writing them to the other sinks — the aggregate
-// topic stays fresh — but commits nothing past the held batch, and a
-// change to a document of the held batch waits for it (and only it: the
-// other keys of its batch go ahead): two builds of one key never overlap,
-// so versions never go back. Once released, every
-// batch is committed and the topic holds the latest version of each
-// document.
+// topic stays fresh, for the held documents too — but commits nothing past
+// the held batch, and the held sink gets a newer build of a held document
+// only once the held write is done, so versions never go back in any
+// sink. Once released, every batch is committed and the topic holds the
+// latest version of each document. Fenced, the aggregate topic is written
+// before the other sinks; unfenced, beside them.
 func TestBuildSlowSinkDoesNotHoldAggregateTopic(t *testing.T) {
+	for _, unfenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unfenced=%v", unfenced), func(t *testing.T) { testBuildSlowSink(t, unfenced) })
+	}
+}
+
+func testBuildSlowSink(t *testing.T, unfenced bool) {
 	e := newResEnv(t, `CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL);
 		ALTER TABLE customers REPLICA IDENTITY FULL;`, `version: 1
 aggregates:
@@ -64,7 +83,8 @@ aggregates:
     elasticsearch: {index: IDX_customer}
 `)
 	ctx := testenv.Ctx(t)
-	gate := &resGate{got: map[string]int{}, release: make(chan struct{})}
+	gate := &resGate{got: map[string]int{}, names: map[string]string{}, release: make(chan struct{})}
+	e.cfg.Unfenced = unfenced
 	b, err := resolver.NewBuilder(e.cfg, e.model, e.pool, resolver.Sinks{e.check, e.kafka, gate})
 	if err != nil {
 		t.Fatal(err)
@@ -107,18 +127,21 @@ aggregates:
 			return aggName(key) == fmt.Sprintf("c%d", id), fmt.Errorf("not yet")
 		})
 	}
-	// A change to customer 1 must wait for the held build of customer 1,
-	// and hold back nothing else: customer 4, committed in the same
-	// transaction, is built meanwhile.
+	// A change to customer 1 reaches the aggregate topic while the held
+	// sink still holds customer 1's first build, and so does customer 4,
+	// committed in the same transaction; the held sink gets the newer
+	// build only after the held one.
 	e.pg.Exec(t, `BEGIN; UPDATE customers SET name = 'one again' WHERE id = 1; INSERT INTO customers VALUES (4, 'c4'); COMMIT`)
-	testenv.WaitFor(t, `customer {"id":4} in the aggregate topic while a change to customer 1 waits`, 30*time.Second, func() (bool, error) {
+	testenv.WaitFor(t, `customer {"id":4} in the aggregate topic while customer 1's first build is held`, 30*time.Second, func() (bool, error) {
 		return aggName(`{"id":4}`) == "c4", fmt.Errorf("not yet")
 	})
+	testenv.WaitFor(t, `the change to customer {"id":1} in the aggregate topic while its first build is held`, 30*time.Second, func() (bool, error) {
+		got := aggName(`{"id":1}`)
+		return got == "one again", fmt.Errorf("customer 1 is %q", got)
+	})
+	time.Sleep(time.Second) // room for a write that should not come
 	if n := gate.writes(`{"id":1}`); n != 1 {
-		t.Errorf("customer 1 was built %d times while its first build was held, want 1: builds of one key overlapped", n)
-	}
-	if got := aggName(`{"id":1}`); got != "one" {
-		t.Errorf("customer 1 in the aggregate topic is %q while its first build is held, want %q", got, "one")
+		t.Errorf("the held sink got customer 1 %d times while its first build was held, want 1: a newer build overtook the held one", n)
 	}
 	refs := wire.RefsTopic(e.k.Prefix, "customer")
 	committed := func() int64 {
@@ -137,10 +160,15 @@ aggregates:
 		lag := committed()
 		return lag == 0, fmt.Errorf("lag %d", lag)
 	})
-	testenv.WaitFor(t, "the latest customer 1 in the aggregate topic", 30*time.Second, func() (bool, error) {
-		got := aggName(`{"id":1}`)
-		return got == "one again", fmt.Errorf("customer 1 is %q", got)
-	})
+	if got := aggName(`{"id":1}`); got != "one again" {
+		t.Errorf("customer 1 in the aggregate topic is %q, want %q", got, "one again")
+	}
+	if n := gate.writes(`{"id":1}`); n != 2 {
+		t.Errorf("the held sink got customer 1 %d times, want 2 (its first build, then the change)", n)
+	}
+	if got := gate.last(`{"id":1}`); got != "one again" {
+		t.Errorf("the held sink's last customer 1 is %q, want %q: the builds reached it out of order", got, "one again")
+	}
 	for id := 2; id <= 4; id++ {
 		if got, want := aggName(fmt.Sprintf(`{"id":%d}`, id)), fmt.Sprintf("c%d", id); got != want {
 			t.Errorf("customer %d in the aggregate topic is %q, want %q", id, got, want)

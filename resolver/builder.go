@@ -127,9 +127,10 @@ func (b *Builder) session(ctx context.Context) error {
 // keep writing while the older ones wait (the Elasticsearch sink bounds
 // its own requests in flight). Offsets are still committed in poll
 // order, each batch once the sinks accepted all of its documents. The keys
-// of a batch that an earlier batch in flight still builds are built once
-// that batch is done, while the rest of the batch goes ahead: two builds
-// of one key never overlap, and the newer one writes last.
+// of a batch that an earlier batch in flight still writes are built once
+// that batch wrote the aggregate topics and written to the other sinks
+// once it is done, while the rest of the batch goes ahead (batch.later):
+// the newer build of a key writes last to every sink.
 // Rebalances are allowed only with nothing in flight: whenever nothing is,
 // and when a rebalance waits for this member (rebalanceWanted, set by
 // franz-go's OnPartitionsCallbackBlocked), by waiting for every batch in
@@ -320,15 +321,22 @@ type batch struct {
 	recs   []*kgo.Record
 	chunks []chunk
 	// later are the chunks of keys an earlier batch in flight still
-	// builds: they are built once every batch in after is done, so two
-	// builds of one key never overlap and the newer one writes last.
+	// writes: they are built once every batch in after has written the
+	// aggregate topics (logged), and written to the other sinks once
+	// every such batch is done, so that the newer build of a key writes
+	// last to every sink, while a slow sink (Elasticsearch) holds back
+	// only its own writes, not the aggregate topics.
 	later []chunk
-	after []<-chan struct{}
+	after []*batch
 	keys  map[string]struct{} // batchKey of each ref
 	bad   []badRecord         // refs that cannot be read, for the dead-letter topic
-	done  chan struct{}
-	n     int64
-	err   error
+	// logged is closed once every document of the batch is written to the
+	// log sinks (Sinks.writeInPhases), or the batch ended; done once it
+	// ended.
+	logged chan struct{}
+	done   chan struct{}
+	n      int64
+	err    error
 }
 
 // batchKey names a ref's key in batch.keys: its refs topic and key.
@@ -347,8 +355,8 @@ func (bt *batch) holdKeysOf(inflight []*batch) {
 			for _, prev := range inflight {
 				if _, ok := prev.keys[k]; ok {
 					owned = true
-					if !slices.Contains(bt.after, prev.done) {
-						bt.after = append(bt.after, prev.done)
+					if !slices.Contains(bt.after, prev) {
+						bt.after = append(bt.after, prev)
 					}
 				}
 			}
@@ -378,31 +386,47 @@ func (bt *batch) finished() bool {
 	}
 }
 
-// run builds and writes bt, then closes bt.done.
-// The keys an earlier batch in flight still builds are built once every
-// such batch is done, while the rest of bt goes ahead.
+// run builds and writes bt, then closes bt.logged and bt.done.
+// The keys an earlier batch in flight still writes are built once every
+// such batch has written the log sinks and written to the other sinks once
+// every such batch is done, while the rest of bt goes ahead.
 func (b *Builder) run(ctx context.Context, bt *batch) {
+	var loggedOnce sync.Once
+	closeLogged := func() { loggedOnce.Do(func() { close(bt.logged) }) }
 	defer close(bt.done)
+	defer closeLogged()
 	if len(bt.later) == 0 {
-		bt.n, bt.err = b.buildAndWrite(ctx, bt.chunks)
+		bt.n, bt.err = b.buildAndWrite(ctx, bt.chunks, closeLogged, nil)
 		return
 	}
 	var now int64
 	var nowErr error
 	first := make(chan struct{})
+	nowLogged := make(chan struct{})
 	go func() {
 		defer close(first)
-		now, nowErr = b.buildAndWrite(ctx, bt.chunks)
+		now, nowErr = b.buildAndWrite(ctx, bt.chunks, func() { close(nowLogged) }, nil)
 	}()
-	for _, done := range bt.after {
-		select {
-		case <-done:
-		case <-ctx.Done():
+	wait := func(ready func(*batch) <-chan struct{}) error {
+		for _, prev := range bt.after {
+			select {
+			case <-ready(prev):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return nil
 	}
-	later, laterErr := int64(0), ctx.Err()
+	later, laterErr := int64(0), wait(func(prev *batch) <-chan struct{} { return prev.logged })
 	if laterErr == nil {
-		later, laterErr = b.buildAndWrite(ctx, bt.later)
+		gate := func() error { return wait(func(prev *batch) <-chan struct{} { return prev.done }) }
+		later, laterErr = b.buildAndWrite(ctx, bt.later, func() {
+			select {
+			case <-nowLogged:
+			case <-first:
+			}
+			closeLogged()
+		}, gate)
 	}
 	<-first
 	bt.n, bt.err = now+later, cmp.Or(nowErr, laterErr)
@@ -460,7 +484,7 @@ func (c *coalesced) appendXids(out []uint32, key []byte) []uint32 {
 // refs than the others does not hold the batch up alone). Only once the
 // sink accepted every document may the batch's offsets be committed.
 func (b *Builder) plan(recs []*kgo.Record) *batch {
-	bt := &batch{recs: recs, keys: map[string]struct{}{}, done: make(chan struct{})}
+	bt := &batch{recs: recs, keys: map[string]struct{}{}, logged: make(chan struct{}), done: make(chan struct{})}
 	type tp struct {
 		topic string
 		part  int32
@@ -535,11 +559,14 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 // the size it indexes fastest rather than one per chunk (requests of
 // 500 documents, about 650 kB, indexed at half the rate of 5 MB ones). A
 // group is written when it is full or when every chunk is built, so a
-// lone change is not held back. It returns the number of documents the
-// sink accepted, or the first error.
-func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk) (int64, error) {
+// lone change is not held back. It calls logged (when not nil) once every
+// document is written to the log sinks, and each write waits for gate
+// (when not nil) before the other sinks (Sinks.writeInPhases). It returns
+// the number of documents the sink accepted, or the first error.
+func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func(), gate func() error) (int64, error) {
 	var (
 		builders, writers sync.WaitGroup
+		logging           sync.WaitGroup // writes not yet accepted by the log sinks
 		mu                sync.Mutex
 		first             error
 		n                 int64
@@ -597,9 +624,12 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk) (int64, err
 		}
 		writing <- struct{}{}
 		writers.Add(1)
+		logging.Add(1)
 		go func() {
-			defer func() { <-writing; writers.Done() }()
-			if err := b.write(ctx, docs); err != nil {
+			var once sync.Once
+			accepted := func() { once.Do(logging.Done) }
+			defer func() { accepted(); <-writing; writers.Done() }()
+			if err := b.write(ctx, docs, accepted, gate); err != nil {
 				fail(err)
 				return
 			}
@@ -619,6 +649,10 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk) (int64, err
 	}
 	if len(group) > 0 {
 		flush()
+	}
+	logging.Wait()
+	if logged != nil && !failed() {
+		logged()
 	}
 	writers.Wait()
 	return n, first
@@ -663,11 +697,13 @@ func (c chunk) firstWriter() string {
 	return ""
 }
 
-// write hands documents, of one or several aggregates, to the sink.
-func (b *Builder) write(ctx context.Context, docs []wire.Document) error {
+// write hands documents, of one or several aggregates, to the sink, in
+// phases (Sinks.writeInPhases): logged is called once the log sinks
+// accepted them, and the other sinks are written once gate returned.
+func (b *Builder) write(ctx context.Context, docs []wire.Document, logged func(), gate func() error) error {
 	stopBeforeWrite(b.log, docs)
 	started := time.Now()
-	if err := b.sink.Write(ctx, docs); err != nil {
+	if err := writeInPhases(ctx, b.sink, docs, logged, gate); err != nil {
 		return fmt.Errorf("aggregate %s: sink: %w", docs[0].Aggregate, err)
 	}
 	b.met.writes.Observe(time.Since(started).Seconds())

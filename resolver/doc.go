@@ -50,8 +50,12 @@
 // VisibilityTimeout), and runs the aggregate's Build statement. Ids without
 // a row become Deleted documents. The documents go to the Sink in groups
 // of about WriteBytes. The next batch is polled and starts building while
-// the previous one's last groups are written (a batch naming a key still
-// in flight waits for it); offsets are committed in poll order.
+// the previous one's last groups are written; offsets are committed in
+// poll order. A batch naming a key an earlier batch in flight still writes
+// builds it once that batch wrote the aggregate topics, and writes it to
+// the other sinks once that batch is done: a key's builds reach every
+// sink in order, and a slow Elasticsearch does not hold back the
+// aggregate topics, even for the documents it holds.
 // Partitions are built concurrently (Workers); the ids of one partition
 // are built in order, so a later build of a key never carries a lower
 // version.

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"cmp"
 	"context"
 	"sync"
 
@@ -62,24 +63,73 @@ func (s Sinks) fencing() bool {
 // fence.Fence) the sinks that fence are written first, the others only
 // once they succeeded: a member that lost its partitions learns it from
 // the aggregate topic's transaction before it writes anywhere else.
+// Otherwise every sink is written at once.
 func (s Sinks) Write(ctx context.Context, docs []wire.Document) error {
-	if fence.From(ctx) != nil && len(s) > 1 {
-		var fenced, rest Sinks
-		for _, sink := range s {
-			if _, ok := sink.(FencingSink); ok {
-				fenced = append(fenced, sink)
-			} else {
-				rest = append(rest, sink)
-			}
-		}
-		if len(fenced) > 0 && len(rest) > 0 {
-			if err := fenced.write(ctx, docs); err != nil {
-				return err
-			}
-			return rest.write(ctx, docs)
+	return s.writeInPhases(ctx, docs, nil, nil)
+}
+
+// writeInPhases writes docs as Write does, and moreover calls logged (when
+// not nil) once the log sinks accepted them, and writes the other sinks
+// only once gate (when not nil) returned nil. The log sinks are those that
+// fence: the aggregate topics, whose readers keep a key's last record, so
+// that two writes of a document must reach them in the order of their
+// builds. The others (Elasticsearch) keep a document's highest version
+// whatever the order, but two builds may carry the same version, and gate
+// lets the caller keep their order too.
+func (s Sinks) writeInPhases(ctx context.Context, docs []wire.Document, logged func(), gate func() error) error {
+	var logs, rest Sinks
+	for _, sink := range s {
+		if _, ok := sink.(FencingSink); ok {
+			logs = append(logs, sink)
+		} else {
+			rest = append(rest, sink)
 		}
 	}
-	return s.write(ctx, docs)
+	writeLogs := func() error {
+		if err := logs.write(ctx, docs); err != nil {
+			return err
+		}
+		if logged != nil {
+			logged()
+		}
+		return nil
+	}
+	writeRest := func() error {
+		if len(rest) == 0 {
+			return nil
+		}
+		if gate != nil {
+			if err := gate(); err != nil {
+				return err
+			}
+		}
+		return rest.write(ctx, docs)
+	}
+	if fence.From(ctx) != nil {
+		if err := writeLogs(); err != nil {
+			return err
+		}
+		return writeRest()
+	}
+	var restErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		restErr = writeRest()
+	}()
+	err := writeLogs()
+	<-done
+	return cmp.Or(err, restErr)
+}
+
+// writeInPhases writes docs to s as Sinks.writeInPhases does, s being
+// one sink or several (Sinks).
+func writeInPhases(ctx context.Context, s Sink, docs []wire.Document, logged func(), gate func() error) error {
+	ss, ok := s.(Sinks)
+	if !ok {
+		ss = Sinks{s}
+	}
+	return ss.writeInPhases(ctx, docs, logged, gate)
 }
 
 // write writes every sink of s concurrently.
