@@ -113,8 +113,12 @@ aggregates:
 // VmHWM at the end. It prints one line starting with "BENCH freshness".
 // DECANT_BENCH_FRESHNESS_AGGREGATES sets the customers (default 50000),
 // DECANT_BENCH_FRESHNESS_BURST the changes of phase 1 (default 30000, at
-// most the customers). DECANT_BENCH_FRESHNESS_LOG keeps decant's log in
-// that file.
+// most the customers). DECANT_BENCH_FRESHNESS_HOT=K sends phase 2's
+// changes to the first K documents only (hot documents: each changes
+// every K/rate seconds, while its earlier change may still be written;
+// the hops' split then attributes a change to the first refs record of
+// its document after its raw record, which may be an earlier change's).
+// DECANT_BENCH_FRESHNESS_LOG keeps decant's log in that file.
 //
 //	go test ./e2e -run '^$' -bench '^BenchmarkFreshness$' -benchtime 1x -timeout 30m
 func BenchmarkFreshness(b *testing.B) {
@@ -126,6 +130,7 @@ func BenchmarkFreshness(b *testing.B) {
 	lowRate := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_RATE", 100)
 	lowSeconds := benchEnvInt("DECANT_BENCH_FRESHNESS_LOW_SECONDS", 30)
 	idleSeconds := benchEnvInt("DECANT_BENCH_FRESHNESS_IDLE_SECONDS", 10)
+	hot := min(n, benchEnvInt("DECANT_BENCH_FRESHNESS_HOT", n))
 	pg, k, es := testenv.Postgres(b), testenv.Kafka(b), testenv.Elasticsearch(b)
 	ctx := testenv.Ctx(b)
 	benchSeedCustomers(b, pg, n)
@@ -241,7 +246,7 @@ streamer:
 		if warmup > 0 {
 			var mu sync.Mutex // committed is called from every connection
 			warmed := seq
-			if err := freshDrive(ctx, pool, n, seq, math.MaxInt, rate, time.Duration(warmup)*time.Second, func(s int64, _ int, _ time.Time) {
+			if err := freshDrive(ctx, pool, hot, seq, math.MaxInt, rate, time.Duration(warmup)*time.Second, func(s int64, _ int, _ time.Time) {
 				mu.Lock()
 				defer mu.Unlock()
 				warmed = max(warmed, s)
@@ -255,7 +260,7 @@ streamer:
 		profiled := docsProfile(b, addr, "freshness", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 		defer func() { <-profiled }()
 		refresh0 := freshRefreshStats(ctx, b, es, alias)
-		fr := freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), n, seq, rate, time.Duration(seconds)*time.Second)
+		fr := freshSteady(ctx, b, pool, es, alias, k, wire.AggTopic(k.Prefix, "customer"), hot, seq, rate, time.Duration(seconds)*time.Second)
 		steadyCPU = freshCPU(b, run.Pid()) - cpu0
 		var serversSum float64
 		steadyServers, serversSum = readServerCPU().since(servers0)
@@ -336,8 +341,8 @@ streamer:
 	b.ReportMetric(maxRate, "max-changes/s")
 	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
-	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms probes=%d probe_p50=%dms probe_p99=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB servers_cpu=%s (%.0f%% busy with decant's) %s\n",
-		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, len(lat),
+	fmt.Printf("BENCH freshness aggregates=%d max_rate=%.0f changes/s (%d in %.2fs, commits %.2fs) rate=%.0f changes/s (target %.0f, %d changes in %ds) rate_is=%s hot_documents=%d samples=%d p50=%dms p99=%dms max=%dms answered_p50=%dms answered_p99=%dms agg_topic_p50=%dms agg_topic_p99=%dms agg_produced_p50=%dms agg_produced_p99=%dms agg_topic_p99_by_quarter=%sms p50_first_quarter=%dms p50_last_quarter=%dms sustained=%s search_p50=%dms search_p99=%dms es_refreshes=%d es_refresh_mean=%dms probes=%d probe_p50=%dms probe_p99=%dms cpu_max_rate=%.3fs/1k changes cpu=%.3fs/1k changes cpu_low_rate=%.3fs/1k changes (%d changes at %d/s) cpu_low_over_max=%.2f cpu_idle=%.1f%% of a core (%ds) peak_rss=%dMB servers_cpu=%s (%.0f%% busy with decant's) %s\n",
+		n, maxRate, burst, burstTook.Seconds(), commitsTook.Seconds(), achieved, rate, changes, seconds, rateIs, hot, len(lat),
 		p50.Milliseconds(), p99.Milliseconds(), freshPercentile(lat, 1).Milliseconds(),
 		freshPercentile(answered, 0.5).Milliseconds(), freshPercentile(answered, 0.99).Milliseconds(), aggP50.Milliseconds(), aggP99.Milliseconds(),
 		freshPercentile(aggProduced, 0.5).Milliseconds(), freshPercentile(aggProduced, 0.99).Milliseconds(), strings.Join(byQuarter, "/"), p50First.Milliseconds(), p50Last.Milliseconds(), sustained,
