@@ -345,15 +345,10 @@ func (k *KafkaEnv) TailClient(ctx context.Context, topic string) (*kgo.Client, e
 // offsets it lists first; the records of a partition are in offset order.
 // Fetch errors are retried by the client until ctx ends.
 func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic string) ([]*kgo.Record, error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	from, err := listOffsets(ctx, topic, "start", adm.ListStartOffsets)
 	if err != nil {
-		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+		return nil, err
 	}
-	from := map[int32]int64{}
-	starts.Each(func(o kadm.ListedOffset) { from[o.Partition] = o.Offset })
 	return ReadTopicFrom(ctx, adm, brokers, topic, from)
 }
 
@@ -362,21 +357,18 @@ func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic st
 // as ReadTopic does; it reads the records written since the end offsets
 // listed at some earlier moment (TopicEnds).
 func ReadTopicFrom(ctx context.Context, adm *kadm.Client, brokers []string, topic string, from map[int32]int64) ([]*kgo.Record, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := TopicEnds(ctx, adm, topic)
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return nil, err
 	}
 	parts := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := from[o.Partition]; ok && o.Offset > s {
-			parts[o.Partition] = kgo.NewOffset().At(s)
-			want[o.Partition] = o.Offset
+	for p, end := range ends {
+		if s, ok := from[p]; ok && end > s {
+			parts[p] = kgo.NewOffset().At(s)
+			want[p] = end
 		}
-	})
+	}
 	if len(parts) == 0 {
 		return nil, nil
 	}
@@ -412,15 +404,21 @@ func ReadTopicFrom(ctx context.Context, adm *kadm.Client, brokers []string, topi
 // TopicEnds lists the end offsets of topic's partitions now, for a later
 // ReadTopicFrom.
 func TopicEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	return listOffsets(ctx, topic, "end", adm.ListEndOffsets)
+}
+
+// listOffsets lists the which ("start", "end") offsets of topic's
+// partitions with list.
+func listOffsets(ctx context.Context, topic, which string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
+	listed, err := list(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = listed.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("%s offsets of %s: %w", which, topic, err)
 	}
 	out := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out, nil
 }
 
