@@ -345,10 +345,23 @@ func (k *KafkaEnv) TailClient(ctx context.Context, topic string) (*kgo.Client, e
 // offsets it lists first; the records of a partition are in offset order.
 // Fetch errors are retried by the client until ctx ends.
 func ReadTopic(ctx context.Context, adm *kadm.Client, brokers []string, topic string) ([]*kgo.Record, error) {
-	from, err := listOffsets(ctx, topic, "start", adm.ListStartOffsets)
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
 	}
+	from := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) {
+		switch {
+		case o.Partition < 0: // the topic's error: the end offsets report it
+		case o.Err != nil:
+			// A partition of a topic just created may not be hosted yet;
+			// its end offset, listed next, says whether it is now. The
+			// client finds its start (kgo.Offset.At(-2)).
+			from[o.Partition] = -2
+		default:
+			from[o.Partition] = o.Offset
+		}
+	})
 	return ReadTopicFrom(ctx, adm, brokers, topic, from)
 }
 
@@ -364,7 +377,7 @@ func ReadTopicFrom(ctx context.Context, adm *kadm.Client, brokers []string, topi
 	parts := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
 	for p, end := range ends {
-		if s, ok := from[p]; ok && end > s {
+		if s, ok := from[p]; ok && end > max(s, 0) { // records to read
 			parts[p] = kgo.NewOffset().At(s)
 			want[p] = end
 		}
@@ -404,21 +417,15 @@ func ReadTopicFrom(ctx context.Context, adm *kadm.Client, brokers []string, topi
 // TopicEnds lists the end offsets of topic's partitions now, for a later
 // ReadTopicFrom.
 func TopicEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, topic, "end", adm.ListEndOffsets)
-}
-
-// listOffsets lists the which ("start", "end") offsets of topic's
-// partitions with list.
-func listOffsets(ctx context.Context, topic, which string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
-	listed, err := list(ctx, topic)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
-		err = listed.Error()
+		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s offsets of %s: %w", which, topic, err)
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
 	out := map[int32]int64{}
-	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out, nil
 }
 
