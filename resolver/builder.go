@@ -699,14 +699,25 @@ func (c chunk) firstWriter() string {
 
 // write hands documents, of one or several aggregates, to the sink, in
 // phases (Sinks.writeInPhases): logged is called once the log sinks
-// accepted them, and the other sinks are written once gate returned.
+// accepted them, and the other sinks are written once gate returned. The
+// time spent waiting for gate (an earlier build of a key, still being
+// written) is not the sinks' and is left out of the write's duration.
 func (b *Builder) write(ctx context.Context, docs []wire.Document, logged func(), gate func() error) error {
 	stopBeforeWrite(b.log, docs)
+	var waited time.Duration
+	if gate != nil {
+		inner := gate
+		gate = func() error {
+			t := time.Now()
+			defer func() { waited = time.Since(t) }()
+			return inner()
+		}
+	}
 	started := time.Now()
 	if err := writeInPhases(ctx, b.sink, docs, logged, gate); err != nil {
 		return fmt.Errorf("aggregate %s: sink: %w", docs[0].Aggregate, err)
 	}
-	b.met.writes.Observe(time.Since(started).Seconds())
+	b.met.writes.Observe((time.Since(started) - waited).Seconds())
 	for i := 0; i < len(docs); {
 		agg, built, deleted := docs[i].Aggregate, 0, 0
 		for ; i < len(docs) && docs[i].Aggregate == agg; i++ {
