@@ -295,6 +295,108 @@ func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
 	}
 }
 
+// Documents are concatenated as text (object in sql.go), each value
+// encoded by to_json or, for integers and booleans, by its text. Every
+// value must come out exactly as PostgreSQL's own JSON encoding writes it
+// (to_json of the row, which json_build_object shares): every type, NULL,
+// NaN and infinities, strings that need escapes, and keys that do; a
+// value relation's NULL elements, a missing many-to-one, an empty array,
+// and an object wider than a function's 100 arguments.
+func TestPGBuildValuesAsToJSON(t *testing.T) {
+	pg := testenv.Postgres(t)
+	var wide []string
+	for i := 0; i < 120; i++ {
+		wide = append(wide, fmt.Sprintf("w%03d int DEFAULT %d", i, i))
+	}
+	pg.Exec(t, `CREATE TYPE mood AS ENUM ('sad', 'ok');
+		CREATE TYPE pair AS (a int, b text);
+		CREATE DOMAIN posint AS int CHECK (VALUE > 0);
+		CREATE DOMAIN flag AS boolean;
+		CREATE DOMAIN label AS text;
+		CREATE TABLE typed (id int PRIMARY KEY, i2 smallint, i8 bigint NOT NULL DEFAULT -9223372036854775808, n numeric, n2 numeric(10,2),
+			f4 real, f8 double precision, b boolean, t text, "we""ird key\u00e9" varchar(5), c char(4), ts timestamptz, tsl timestamp,
+			d date, tm time, tmz timetz, iv interval, u uuid, by bytea, ip inet, ia int[], ta text[], m2 int[][], e mood, pi posint,
+			fl flag, lb label, cp pair, mo money, ` + strings.Join(wide, ", ") + `);
+		INSERT INTO typed (id, i2, n, n2, f4, f8, b, t, "we""ird key\u00e9", c, ts, tsl, d, tm, tmz, iv, u, by, ip, ia, ta, m2, e, pi, fl, lb, cp, mo) VALUES
+			(1, -32768, 1.50, 2, 1.5, 1e300, true, E'q"uo\\te\nnew\tline\x01 \u00e9 \U0001F600 </script>', 'ab', 'x', '2026-11-30 01:02:03.5+00',
+			 '2026-11-30 01:02:03', '2026-11-30', '01:02:03', '01:02:03+02', '1 day 2 hours', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+			 '\xdead', '10.0.0.1/8', '{1,NULL,3}', '{"a b",NULL,"c\"d"}', '{{1,2},{3,4}}', 'ok', 7, false, 'lbl', ROW(1, 'x"y'), 12.5),
+			(2, NULL, 'NaN', NULL, 'NaN', '-Infinity', NULL, NULL, NULL, NULL, NULL, NULL, 'infinity', NULL, NULL, NULL, NULL, NULL, NULL,
+			 '{}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(3, 0, 'Infinity', -0.01, 'Infinity', -0, false, '', '', '', '-infinity', '-infinity', '-infinity', '24:00', '00:00+00',
+			 '-1 mons', NULL, '', '::1', '{NULL}', '{""}', '{}', 'sad', 1, true, '', ROW(NULL, NULL), -1);
+		CREATE TABLE notes (id int PRIMARY KEY, typed_id int REFERENCES typed(id), body text);
+		INSERT INTO notes VALUES (1, 1, 'first'), (2, 1, NULL), (3, 1, 'th"ird'), (4, 2, NULL);
+		CREATE TABLE refs (id int PRIMARY KEY, target_id int);
+		INSERT INTO refs VALUES (1, 2), (2, 99), (3, NULL);`)
+	m := mustBind(t, readCatalog(t, pg), `version: 1
+aggregates:
+  typed: {table: typed}
+  noted:
+    table: typed
+    columns: [id]
+    fields:
+      "lit\"eral": "'a literal'"
+      sum: "i2 + 1"
+      nothing: "NULL"
+      note_count: {count: notes}
+      last_note: {max: notes.body}
+    relations:
+      notes: {table: notes, foreign_key: typed_id, value: body}
+      "objects \\ with \"quotes\"": {table: notes, foreign_key: typed_id, columns: [id, body]}
+  ref:
+    table: refs
+    relations:
+      target: {table: typed, references: target_id, columns: [id, b]}
+`)
+	ids := [][]json.RawMessage{raws(`1`), raws(`2`), raws(`3`)}
+	docs := buildText(t, pg, m.Aggregate("typed"), ids)
+	for _, id := range []string{"1", "2", "3"} {
+		var want string
+		if err := pg.Pool.QueryRow(context.Background(), `SELECT to_json(r)::text FROM typed r WHERE id = $1`, id).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got := docs[id]; got != want {
+			t.Errorf("typed %s:\n got %s\nwant %s (to_json of the row)", id, got, want)
+		}
+	}
+	want := map[string]string{
+		"1": `{"id":1,"lit\"eral":"a literal","sum":-32767,"nothing":null,"note_count":3,"last_note":"th\"ird","notes":["first",null,"th\"ird"],` +
+			`"objects \\ with \"quotes\"":[{"id":1,"body":"first"},{"id":2,"body":null},{"id":3,"body":"th\"ird"}]}`,
+		"2": `{"id":2,"lit\"eral":"a literal","sum":null,"nothing":null,"note_count":1,"last_note":null,"notes":[null],` +
+			`"objects \\ with \"quotes\"":[{"id":4,"body":null}]}`,
+		"3": `{"id":3,"lit\"eral":"a literal","sum":1,"nothing":null,"note_count":0,"last_note":null,"notes":[],"objects \\ with \"quotes\"":[]}`,
+	}
+	if got := buildText(t, pg, m.Aggregate("noted"), ids); !reflect.DeepEqual(got, want) {
+		t.Errorf("noted:\n got %v\nwant %v", got, want)
+	}
+	want = map[string]string{
+		"1": `{"id":1,"target_id":2,"target":{"id":2,"b":null}}`,
+		"2": `{"id":2,"target_id":99,"target":null}`,
+		"3": `{"id":3,"target_id":null,"target":null}`,
+	}
+	if got := buildText(t, pg, m.Aggregate("ref"), ids); !reflect.DeepEqual(got, want) {
+		t.Errorf("ref:\n got %v\nwant %v", got, want)
+	}
+}
+
+// buildText runs a's build statement (a one-column id) and returns each
+// document's text by its id.
+func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]string {
+	t.Helper()
+	rows := runQuery(t, pg, a.Build, ids, "build "+a.Name)
+	defer rows.Close()
+	docs := map[string]string{}
+	for rows.Next() {
+		raw := rows.RawValues()
+		docs[string(jsonbText(raw[0]))] = string(raw[1])
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("build %s: %v", a.Name, err)
+	}
+	return docs
+}
+
 // TestPGFilters (issue 18): where: on the root keeps a root row's document
 // only while it matches (an id that does not match comes back without a
 // row, as a missing one does); on relations (one-to-many and

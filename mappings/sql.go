@@ -109,10 +109,6 @@ func literal(s string) string {
 	return q
 }
 
-// maxPairs is how many key/value pairs go into one json_build_object
-// call: PostgreSQL functions take at most 100 arguments.
-const maxPairs = 50
-
 // sqlGen generates the SQL of one aggregate. Aliases are t0, t1, … in the
 // order nodes are visited, and j<n> for the join table of node t<n>.
 type sqlGen struct {
@@ -175,66 +171,78 @@ func buildQuery(a *Aggregate) *Query {
 	return &Query{SQL: sql, Params: params(a.ID, a.IDTypes)}
 }
 
-// object returns the JSON expression of one row of n, read from alias.
-// Documents are built as json, not jsonb: PostgreSQL builds json text
-// directly, while jsonb is built in its binary form and then printed, which
-// made the build statement about 1.7 times slower (make bench-build). Keys
-// thus keep the mapping's order.
+// object returns the JSON text of one row of n, read from alias: a text
+// expression that is never NULL. Documents are concatenated as text, not
+// built with json_build_object: on PostgreSQL 15 that looks up the type
+// category and output function of every argument on every call, which
+// made the demo's build statement about a third more expensive in the
+// backend (docs/performance.md, eighteenth pass). Each value goes through
+// to_json, the encoding json_build_object uses, except integers and
+// booleans, whose text is their JSON. Keys keep the mapping's order.
 func (g *sqlGen) object(n *Node, alias string) string {
 	if n.Value != "" {
-		return "to_json(" + col(alias, n.Value) + ")"
+		return valueText(n, alias, n.Value)
 	}
-	var pairs []string
+	type pair struct{ key, value string }
+	var pairs []pair
 	for _, c := range n.Columns {
-		pairs = append(pairs, literal(n.OutputName(c))+", "+jsonValue(n, alias, c))
+		pairs = append(pairs, pair{n.OutputName(c), valueText(n, alias, c)})
 	}
 	for _, f := range n.Fields {
-		pairs = append(pairs, literal(f.Name)+", "+g.field(f, alias))
+		pairs = append(pairs, pair{f.Name, g.field(f, alias)})
 	}
 	for _, c := range n.Children {
-		pairs = append(pairs, literal(c.Name)+", "+g.relation(c, alias))
+		pairs = append(pairs, pair{c.Name, g.relation(c, alias)})
 	}
 	if len(pairs) == 0 {
-		return "'{}'::json"
+		return "'{}'"
 	}
-	var chunks []string
-	for len(pairs) > 0 {
-		k := min(len(pairs), maxPairs)
-		chunks = append(chunks, "json_build_object("+g.join(pairs[:k])+")")
-		pairs = pairs[k:]
+	var b strings.Builder
+	open := "{"
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteString(g.nl() + "  || ")
+		}
+		b.WriteString(literal(open+jsonString(p.key)+":") + " || " + p.value)
+		open = ","
 	}
-	if len(chunks) == 1 {
-		return chunks[0]
-	}
-	// json objects cannot be concatenated; more than maxPairs keys are
-	// merged as jsonb.
-	return "(" + strings.Join(chunks, "::jsonb || ") + "::jsonb)"
+	b.WriteString(" || '}'")
+	return b.String()
 }
 
-// jsonValue is column c of alias as a document value. json columns (and
-// arrays of them) go through jsonb, which drops duplicate keys and
-// normalizes them as to_jsonb does; json_build_object would embed their
-// text verbatim.
-func jsonValue(n *Node, alias, c string) string {
+// jsonString is s as a JSON string.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// valueText is column c of alias as JSON text, never NULL. json columns
+// (and arrays of them) go through jsonb, which drops duplicate keys and
+// normalizes them as to_jsonb does; to_json would keep their text
+// verbatim.
+func valueText(n *Node, alias, c string) string {
+	v := "to_json(" + col(alias, c) + ")::text"
+	notNull := false
 	if n.table != nil {
 		if tc := n.table.Column(c); tc != nil {
+			notNull = tc.NotNull
 			switch tc.BaseType {
 			case "json":
-				return col(alias, c) + "::jsonb"
+				v = col(alias, c) + "::jsonb::text"
 			case "json[]":
-				return "to_jsonb(" + col(alias, c) + ")"
+				v = "to_jsonb(" + col(alias, c) + ")::text"
+			case "smallint", "integer", "bigint", "boolean":
+				v = col(alias, c) + "::text"
 			}
 		}
 	}
-	return col(alias, c)
-}
-
-func (g *sqlGen) join(pairs []string) string {
-	if len(pairs) == 1 {
-		return pairs[0]
+	if notNull {
+		return v
 	}
-	sep := g.nl() + "  "
-	return sep + strings.Join(pairs, ","+sep)
+	return "COALESCE(" + v + ", 'null')"
 }
 
 // field returns the value of a computed key of the row at alias: its
@@ -243,7 +251,10 @@ func (g *sqlGen) join(pairs []string) string {
 // that the relation holds.
 func (g *sqlGen) field(f Field, alias string) string {
 	if f.Func == "" {
-		return "(" + f.Expr + ")"
+		// to_json cannot take an untyped literal; json_build_array takes
+		// any value and encodes it as to_json does: its text without the
+		// brackets.
+		return "left(substr(json_build_array((" + f.Expr + "))::text, 2), -1)"
 	}
 	g.indent += 2
 	defer func() { g.indent -= 2 }()
@@ -253,7 +264,7 @@ func (g *sqlGen) field(f Field, alias string) string {
 	if f.Column != "" {
 		arg = col(child, f.Column)
 	}
-	return fmt.Sprintf("(SELECT %s(%s) FROM %s WHERE %s)", f.Func, arg, from, where)
+	return fmt.Sprintf("COALESCE(to_json((SELECT %s(%s) FROM %s WHERE %s))::text, 'null')", f.Func, arg, from, where)
 }
 
 // relation returns the JSON expression of child n of the row at parent.
@@ -267,18 +278,18 @@ func (g *sqlGen) relation(n *Node, parent string) string {
 	nl := g.nl()
 	switch {
 	case n.Kind.IsArray():
-		agg := "json_agg(" + elem
+		agg := "'[' || string_agg(" + elem + ", ','"
 		if order != "" {
 			agg += " ORDER BY " + order
 		}
-		agg += ")"
-		return fmt.Sprintf("COALESCE((SELECT %s%sFROM %s%sWHERE %s), '[]'::json)", agg, nl, from, nl, where)
+		agg += ") || ']'"
+		return fmt.Sprintf("COALESCE((SELECT %s%sFROM %s%sWHERE %s), '[]')", agg, nl, from, nl, where)
 	default:
 		limit := ""
 		if !n.unique {
 			limit = nl + "ORDER BY " + order + " LIMIT 1"
 		}
-		return fmt.Sprintf("(SELECT %s%sFROM %s%sWHERE %s%s)", elem, nl, from, nl, where, limit)
+		return fmt.Sprintf("COALESCE((SELECT %s%sFROM %s%sWHERE %s%s), 'null')", elem, nl, from, nl, where, limit)
 	}
 }
 

@@ -75,7 +75,9 @@ func TestKindsSQLGolden(t *testing.T) {
 	}
 }
 
-func TestWideObjectIsChunked(t *testing.T) {
+// A wide object is one concatenation: no function takes its 121 keys as
+// arguments (PostgreSQL functions take at most 100).
+func TestWideObjectSQL(t *testing.T) {
 	var cols []string
 	for i := 0; i < 120; i++ {
 		cols = append(cols, fmt.Sprintf("c%03d text", i))
@@ -83,11 +85,8 @@ func TestWideObjectIsChunked(t *testing.T) {
 	cat := testCatalog(t, "public.wide: id int pk; "+strings.Join(cols, "; "))
 	m := mustBind(t, cat, "version: 1\naggregates:\n  wide: {table: wide}\n")
 	sql := m.Aggregate("wide").Build.SQL
-	if n := strings.Count(sql, "json_build_object("); n != 3 {
-		t.Errorf("%d json_build_object calls for 121 columns, want 3", n)
-	}
-	if !strings.Contains(sql, ")::jsonb || json_build_object(") {
-		t.Error("chunks are not concatenated with ||")
+	if strings.Contains(sql, "json_build_object(") {
+		t.Error("a wide object is built with json_build_object")
 	}
 	golden(t, "sql/wide.sql", []byte(sql+"\n"))
 }

@@ -3,27 +3,23 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  json_build_object(
-    'id', t0."id",
-    'parent_id', t0."parent_id",
-    'name', t0."name",
-    'children', COALESCE((SELECT json_agg(json_build_object(
-        'id', t1."id",
-        'parent_id', t1."parent_id",
-        'name', t1."name",
-        'children', COALESCE((SELECT json_agg(json_build_object(
-            'id', t2."id",
-            'parent_id', t2."parent_id",
-            'name', t2."name") ORDER BY t2."name", t2."id")
+  '{"id":' || t0."id"::text
+    || ',"parent_id":' || COALESCE(t0."parent_id"::text, 'null')
+    || ',"name":' || to_json(t0."name")::text
+    || ',"children":' || COALESCE((SELECT '[' || string_agg('{"id":' || t1."id"::text
+        || ',"parent_id":' || COALESCE(t1."parent_id"::text, 'null')
+        || ',"name":' || to_json(t1."name")::text
+        || ',"children":' || COALESCE((SELECT '[' || string_agg('{"id":' || t2."id"::text
+            || ',"parent_id":' || COALESCE(t2."parent_id"::text, 'null')
+            || ',"name":' || to_json(t2."name")::text || '}', ',' ORDER BY t2."name", t2."id") || ']'
           FROM "public"."categories" AS t2
-          WHERE t2."parent_id" = t1."id"), '[]'::json)) ORDER BY t1."name", t1."id")
+          WHERE t2."parent_id" = t1."id"), '[]') || '}', ',' ORDER BY t1."name", t1."id") || ']'
       FROM "public"."categories" AS t1
-      WHERE t1."parent_id" = t0."id"), '[]'::json),
-    'parent', (SELECT json_build_object(
-        'id', t3."id",
-        'name', t3."name")
+      WHERE t1."parent_id" = t0."id"), '[]')
+    || ',"parent":' || COALESCE((SELECT '{"id":' || t3."id"::text
+        || ',"name":' || to_json(t3."name")::text || '}'
       FROM "public"."categories" AS t3
-      WHERE t3."id" = t0."parent_id")) AS doc
+      WHERE t3."id" = t0."parent_id"), 'null') || '}' AS doc
 FROM "public"."categories" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 

@@ -3,42 +3,37 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  json_build_object(
-    'id', t0."id",
-    'name', t0."name",
-    'email', t0."email",
-    'signed_up_at', t0."created_at",
-    'orders', COALESCE((SELECT json_agg(json_build_object(
-        'id', t1."id",
-        'customer_id', t1."customer_id",
-        'placed_at', t1."placed_at",
-        'total', t1."total",
-        'lines', COALESCE((SELECT json_agg(json_build_object(
-            'id', t2."id",
-            'order_id', t2."order_id",
-            'product_id', t2."product_id",
-            'qty', t2."qty",
-            'price', t2."price",
-            'product', (SELECT json_build_object(
-                'id', t3."id",
-                'sku', t3."sku",
-                'title', t3."title")
+  '{"id":' || t0."id"::text
+    || ',"name":' || to_json(t0."name")::text
+    || ',"email":' || COALESCE(to_json(t0."email")::text, 'null')
+    || ',"signed_up_at":' || to_json(t0."created_at")::text
+    || ',"orders":' || COALESCE((SELECT '[' || string_agg('{"id":' || t1."id"::text
+        || ',"customer_id":' || t1."customer_id"::text
+        || ',"placed_at":' || to_json(t1."placed_at")::text
+        || ',"total":' || COALESCE(to_json(t1."total")::text, 'null')
+        || ',"lines":' || COALESCE((SELECT '[' || string_agg('{"id":' || t2."id"::text
+            || ',"order_id":' || t2."order_id"::text
+            || ',"product_id":' || t2."product_id"::text
+            || ',"qty":' || t2."qty"::text
+            || ',"price":' || COALESCE(to_json(t2."price")::text, 'null')
+            || ',"product":' || COALESCE((SELECT '{"id":' || t3."id"::text
+                || ',"sku":' || to_json(t3."sku")::text
+                || ',"title":' || to_json(t3."title")::text || '}'
               FROM "public"."products" AS t3
-              WHERE t3."id" = t2."product_id")) ORDER BY t2."id")
+              WHERE t3."id" = t2."product_id"), 'null') || '}', ',' ORDER BY t2."id") || ']'
           FROM "public"."order_lines" AS t2
-          WHERE t2."order_id" = t1."id"), '[]'::json)) ORDER BY t1."placed_at" DESC, t1."id")
+          WHERE t2."order_id" = t1."id"), '[]') || '}', ',' ORDER BY t1."placed_at" DESC, t1."id") || ']'
       FROM "public"."orders" AS t1
-      WHERE t1."customer_id" = t0."id"), '[]'::json),
-    'address', (SELECT json_build_object(
-        'id', t4."id",
-        'street', t4."street",
-        'city', t4."city",
-        'country', t4."country")
+      WHERE t1."customer_id" = t0."id"), '[]')
+    || ',"address":' || COALESCE((SELECT '{"id":' || t4."id"::text
+        || ',"street":' || COALESCE(to_json(t4."street")::text, 'null')
+        || ',"city":' || COALESCE(to_json(t4."city")::text, 'null')
+        || ',"country":' || COALESCE(to_json(t4."country")::text, 'null') || '}'
       FROM "public"."addresses" AS t4
-      WHERE t4."id" = t0."address_id"),
-    'tags', COALESCE((SELECT json_agg(to_json(t5."name") ORDER BY t5."id")
+      WHERE t4."id" = t0."address_id"), 'null')
+    || ',"tags":' || COALESCE((SELECT '[' || string_agg(to_json(t5."name")::text, ',' ORDER BY t5."id") || ']'
       FROM "public"."customer_tags" AS j5 JOIN "public"."tags" AS t5 ON t5."id" = j5."tag_id"
-      WHERE j5."customer_id" = t0."id"), '[]'::json)) AS doc
+      WHERE j5."customer_id" = t0."id"), '[]') || '}' AS doc
 FROM "public"."customers" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 

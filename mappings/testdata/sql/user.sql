@@ -3,56 +3,49 @@
 -- build: one row per existing id: the id columns as jsonb, then the document.
 --   $1: text[] of id values, cast to integer
 SELECT to_jsonb(t0."id") AS "id",
-  json_build_object(
-    'id', t0."id",
-    'name', t0."name",
-    'profile', (SELECT json_build_object(
-        'user_id', t1."user_id",
-        'bio', t1."bio")
+  '{"id":' || t0."id"::text
+    || ',"name":' || COALESCE(to_json(t0."name")::text, 'null')
+    || ',"profile":' || COALESCE((SELECT '{"user_id":' || t1."user_id"::text
+        || ',"bio":' || COALESCE(to_json(t1."bio")::text, 'null') || '}'
       FROM "public"."profiles" AS t1
-      WHERE t1."user_id" = t0."id"),
-    'manager', (SELECT json_build_object(
-        'id', t2."id",
-        'name', t2."name")
+      WHERE t1."user_id" = t0."id"), 'null')
+    || ',"manager":' || COALESCE((SELECT '{"id":' || t2."id"::text
+        || ',"name":' || COALESCE(to_json(t2."name")::text, 'null') || '}'
       FROM "public"."users" AS t2
-      WHERE t2."id" = t0."manager_id"),
-    'manager_name', (SELECT to_json(t3."name")
+      WHERE t2."id" = t0."manager_id"), 'null')
+    || ',"manager_name":' || COALESCE((SELECT COALESCE(to_json(t3."name")::text, 'null')
       FROM "public"."users" AS t3
-      WHERE t3."id" = t0."manager_id"),
-    'sent', COALESCE((SELECT json_agg(json_build_object(
-        'id', t4."id",
-        'sender_id', t4."sender_id",
-        'recipient_id', t4."recipient_id",
-        'body', t4."body",
-        'sent_at', t4."sent_at") ORDER BY t4."sent_at" DESC NULLS LAST, t4."id")
+      WHERE t3."id" = t0."manager_id"), 'null')
+    || ',"sent":' || COALESCE((SELECT '[' || string_agg('{"id":' || t4."id"::text
+        || ',"sender_id":' || t4."sender_id"::text
+        || ',"recipient_id":' || t4."recipient_id"::text
+        || ',"body":' || COALESCE(to_json(t4."body")::text, 'null')
+        || ',"sent_at":' || COALESCE(to_json(t4."sent_at")::text, 'null') || '}', ',' ORDER BY t4."sent_at" DESC NULLS LAST, t4."id") || ']'
       FROM "public"."messages" AS t4
-      WHERE t4."sender_id" = t0."id"), '[]'::json),
-    'received', COALESCE((SELECT json_agg(to_json(t5."body") ORDER BY t5."id")
+      WHERE t4."sender_id" = t0."id"), '[]')
+    || ',"received":' || COALESCE((SELECT '[' || string_agg(COALESCE(to_json(t5."body")::text, 'null'), ',' ORDER BY t5."id") || ']'
       FROM "public"."messages" AS t5
-      WHERE t5."recipient_id" = t0."id"), '[]'::json),
-    'groups', COALESCE((SELECT json_agg(json_build_object(
-        'id', t6."id",
-        'name', t6."name") ORDER BY t6."id")
+      WHERE t5."recipient_id" = t0."id"), '[]')
+    || ',"groups":' || COALESCE((SELECT '[' || string_agg('{"id":' || t6."id"::text
+        || ',"name":' || COALESCE(to_json(t6."name")::text, 'null') || '}', ',' ORDER BY t6."id") || ']'
       FROM "public"."memberships" AS j6 JOIN "public"."groups" AS t6 ON t6."id" = j6."group_id"
-      WHERE j6."user_id" = t0."id"), '[]'::json),
-    'group_names', COALESCE((SELECT json_agg(to_json(t7."name") ORDER BY t7."id")
+      WHERE j6."user_id" = t0."id"), '[]')
+    || ',"group_names":' || COALESCE((SELECT '[' || string_agg(COALESCE(to_json(t7."name")::text, 'null'), ',' ORDER BY t7."id") || ']'
       FROM "public"."memberships" AS j7 JOIN "public"."groups" AS t7 ON t7."id" = j7."group_id"
-      WHERE j7."user_id" = t0."id"), '[]'::json),
-    'invoices', COALESCE((SELECT json_agg(json_build_object(
-        'id', t8."id",
-        'user_id', t8."user_id",
-        'amount', t8."amount",
-        'lines', COALESCE((SELECT json_agg(json_build_object(
-            'invoice_id', t9."invoice_id",
-            'n', t9."n",
-            'text', t9."text") ORDER BY t9."invoice_id", t9."n")
+      WHERE j7."user_id" = t0."id"), '[]')
+    || ',"invoices":' || COALESCE((SELECT '[' || string_agg('{"id":' || to_json(t8."id")::text
+        || ',"user_id":' || t8."user_id"::text
+        || ',"amount":' || COALESCE(to_json(t8."amount")::text, 'null')
+        || ',"lines":' || COALESCE((SELECT '[' || string_agg('{"invoice_id":' || to_json(t9."invoice_id")::text
+            || ',"n":' || t9."n"::text
+            || ',"text":' || COALESCE(to_json(t9."text")::text, 'null') || '}', ',' ORDER BY t9."invoice_id", t9."n") || ']'
           FROM "billing"."invoice_lines" AS t9
-          WHERE t9."invoice_id" = t8."id"), '[]'::json)) ORDER BY t8."id")
+          WHERE t9."invoice_id" = t8."id"), '[]') || '}', ',' ORDER BY t8."id") || ']'
       FROM "billing"."invoices" AS t8
-      WHERE t8."user_id" = t0."id"), '[]'::json),
-    'notes', COALESCE((SELECT json_agg(to_json(t10."note") ORDER BY (to_json(t10."note"))::jsonb)
+      WHERE t8."user_id" = t0."id"), '[]')
+    || ',"notes":' || COALESCE((SELECT '[' || string_agg(COALESCE(to_json(t10."note")::text, 'null'), ',' ORDER BY (COALESCE(to_json(t10."note")::text, 'null'))::jsonb) || ']'
       FROM "public"."nokey_notes" AS t10
-      WHERE t10."user_id" = t0."id"), '[]'::json)) AS doc
+      WHERE t10."user_id" = t0."id"), '[]') || '}' AS doc
 FROM "public"."users" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 

@@ -1,125 +1,124 @@
 SELECT to_jsonb(t0."id") AS "id",
-  (json_build_object(
-    'id', t0."id",
-    'c000', t0."c000",
-    'c001', t0."c001",
-    'c002', t0."c002",
-    'c003', t0."c003",
-    'c004', t0."c004",
-    'c005', t0."c005",
-    'c006', t0."c006",
-    'c007', t0."c007",
-    'c008', t0."c008",
-    'c009', t0."c009",
-    'c010', t0."c010",
-    'c011', t0."c011",
-    'c012', t0."c012",
-    'c013', t0."c013",
-    'c014', t0."c014",
-    'c015', t0."c015",
-    'c016', t0."c016",
-    'c017', t0."c017",
-    'c018', t0."c018",
-    'c019', t0."c019",
-    'c020', t0."c020",
-    'c021', t0."c021",
-    'c022', t0."c022",
-    'c023', t0."c023",
-    'c024', t0."c024",
-    'c025', t0."c025",
-    'c026', t0."c026",
-    'c027', t0."c027",
-    'c028', t0."c028",
-    'c029', t0."c029",
-    'c030', t0."c030",
-    'c031', t0."c031",
-    'c032', t0."c032",
-    'c033', t0."c033",
-    'c034', t0."c034",
-    'c035', t0."c035",
-    'c036', t0."c036",
-    'c037', t0."c037",
-    'c038', t0."c038",
-    'c039', t0."c039",
-    'c040', t0."c040",
-    'c041', t0."c041",
-    'c042', t0."c042",
-    'c043', t0."c043",
-    'c044', t0."c044",
-    'c045', t0."c045",
-    'c046', t0."c046",
-    'c047', t0."c047",
-    'c048', t0."c048")::jsonb || json_build_object(
-    'c049', t0."c049",
-    'c050', t0."c050",
-    'c051', t0."c051",
-    'c052', t0."c052",
-    'c053', t0."c053",
-    'c054', t0."c054",
-    'c055', t0."c055",
-    'c056', t0."c056",
-    'c057', t0."c057",
-    'c058', t0."c058",
-    'c059', t0."c059",
-    'c060', t0."c060",
-    'c061', t0."c061",
-    'c062', t0."c062",
-    'c063', t0."c063",
-    'c064', t0."c064",
-    'c065', t0."c065",
-    'c066', t0."c066",
-    'c067', t0."c067",
-    'c068', t0."c068",
-    'c069', t0."c069",
-    'c070', t0."c070",
-    'c071', t0."c071",
-    'c072', t0."c072",
-    'c073', t0."c073",
-    'c074', t0."c074",
-    'c075', t0."c075",
-    'c076', t0."c076",
-    'c077', t0."c077",
-    'c078', t0."c078",
-    'c079', t0."c079",
-    'c080', t0."c080",
-    'c081', t0."c081",
-    'c082', t0."c082",
-    'c083', t0."c083",
-    'c084', t0."c084",
-    'c085', t0."c085",
-    'c086', t0."c086",
-    'c087', t0."c087",
-    'c088', t0."c088",
-    'c089', t0."c089",
-    'c090', t0."c090",
-    'c091', t0."c091",
-    'c092', t0."c092",
-    'c093', t0."c093",
-    'c094', t0."c094",
-    'c095', t0."c095",
-    'c096', t0."c096",
-    'c097', t0."c097",
-    'c098', t0."c098")::jsonb || json_build_object(
-    'c099', t0."c099",
-    'c100', t0."c100",
-    'c101', t0."c101",
-    'c102', t0."c102",
-    'c103', t0."c103",
-    'c104', t0."c104",
-    'c105', t0."c105",
-    'c106', t0."c106",
-    'c107', t0."c107",
-    'c108', t0."c108",
-    'c109', t0."c109",
-    'c110', t0."c110",
-    'c111', t0."c111",
-    'c112', t0."c112",
-    'c113', t0."c113",
-    'c114', t0."c114",
-    'c115', t0."c115",
-    'c116', t0."c116",
-    'c117', t0."c117",
-    'c118', t0."c118",
-    'c119', t0."c119")::jsonb) AS doc
+  '{"id":' || t0."id"::text
+    || ',"c000":' || COALESCE(to_json(t0."c000")::text, 'null')
+    || ',"c001":' || COALESCE(to_json(t0."c001")::text, 'null')
+    || ',"c002":' || COALESCE(to_json(t0."c002")::text, 'null')
+    || ',"c003":' || COALESCE(to_json(t0."c003")::text, 'null')
+    || ',"c004":' || COALESCE(to_json(t0."c004")::text, 'null')
+    || ',"c005":' || COALESCE(to_json(t0."c005")::text, 'null')
+    || ',"c006":' || COALESCE(to_json(t0."c006")::text, 'null')
+    || ',"c007":' || COALESCE(to_json(t0."c007")::text, 'null')
+    || ',"c008":' || COALESCE(to_json(t0."c008")::text, 'null')
+    || ',"c009":' || COALESCE(to_json(t0."c009")::text, 'null')
+    || ',"c010":' || COALESCE(to_json(t0."c010")::text, 'null')
+    || ',"c011":' || COALESCE(to_json(t0."c011")::text, 'null')
+    || ',"c012":' || COALESCE(to_json(t0."c012")::text, 'null')
+    || ',"c013":' || COALESCE(to_json(t0."c013")::text, 'null')
+    || ',"c014":' || COALESCE(to_json(t0."c014")::text, 'null')
+    || ',"c015":' || COALESCE(to_json(t0."c015")::text, 'null')
+    || ',"c016":' || COALESCE(to_json(t0."c016")::text, 'null')
+    || ',"c017":' || COALESCE(to_json(t0."c017")::text, 'null')
+    || ',"c018":' || COALESCE(to_json(t0."c018")::text, 'null')
+    || ',"c019":' || COALESCE(to_json(t0."c019")::text, 'null')
+    || ',"c020":' || COALESCE(to_json(t0."c020")::text, 'null')
+    || ',"c021":' || COALESCE(to_json(t0."c021")::text, 'null')
+    || ',"c022":' || COALESCE(to_json(t0."c022")::text, 'null')
+    || ',"c023":' || COALESCE(to_json(t0."c023")::text, 'null')
+    || ',"c024":' || COALESCE(to_json(t0."c024")::text, 'null')
+    || ',"c025":' || COALESCE(to_json(t0."c025")::text, 'null')
+    || ',"c026":' || COALESCE(to_json(t0."c026")::text, 'null')
+    || ',"c027":' || COALESCE(to_json(t0."c027")::text, 'null')
+    || ',"c028":' || COALESCE(to_json(t0."c028")::text, 'null')
+    || ',"c029":' || COALESCE(to_json(t0."c029")::text, 'null')
+    || ',"c030":' || COALESCE(to_json(t0."c030")::text, 'null')
+    || ',"c031":' || COALESCE(to_json(t0."c031")::text, 'null')
+    || ',"c032":' || COALESCE(to_json(t0."c032")::text, 'null')
+    || ',"c033":' || COALESCE(to_json(t0."c033")::text, 'null')
+    || ',"c034":' || COALESCE(to_json(t0."c034")::text, 'null')
+    || ',"c035":' || COALESCE(to_json(t0."c035")::text, 'null')
+    || ',"c036":' || COALESCE(to_json(t0."c036")::text, 'null')
+    || ',"c037":' || COALESCE(to_json(t0."c037")::text, 'null')
+    || ',"c038":' || COALESCE(to_json(t0."c038")::text, 'null')
+    || ',"c039":' || COALESCE(to_json(t0."c039")::text, 'null')
+    || ',"c040":' || COALESCE(to_json(t0."c040")::text, 'null')
+    || ',"c041":' || COALESCE(to_json(t0."c041")::text, 'null')
+    || ',"c042":' || COALESCE(to_json(t0."c042")::text, 'null')
+    || ',"c043":' || COALESCE(to_json(t0."c043")::text, 'null')
+    || ',"c044":' || COALESCE(to_json(t0."c044")::text, 'null')
+    || ',"c045":' || COALESCE(to_json(t0."c045")::text, 'null')
+    || ',"c046":' || COALESCE(to_json(t0."c046")::text, 'null')
+    || ',"c047":' || COALESCE(to_json(t0."c047")::text, 'null')
+    || ',"c048":' || COALESCE(to_json(t0."c048")::text, 'null')
+    || ',"c049":' || COALESCE(to_json(t0."c049")::text, 'null')
+    || ',"c050":' || COALESCE(to_json(t0."c050")::text, 'null')
+    || ',"c051":' || COALESCE(to_json(t0."c051")::text, 'null')
+    || ',"c052":' || COALESCE(to_json(t0."c052")::text, 'null')
+    || ',"c053":' || COALESCE(to_json(t0."c053")::text, 'null')
+    || ',"c054":' || COALESCE(to_json(t0."c054")::text, 'null')
+    || ',"c055":' || COALESCE(to_json(t0."c055")::text, 'null')
+    || ',"c056":' || COALESCE(to_json(t0."c056")::text, 'null')
+    || ',"c057":' || COALESCE(to_json(t0."c057")::text, 'null')
+    || ',"c058":' || COALESCE(to_json(t0."c058")::text, 'null')
+    || ',"c059":' || COALESCE(to_json(t0."c059")::text, 'null')
+    || ',"c060":' || COALESCE(to_json(t0."c060")::text, 'null')
+    || ',"c061":' || COALESCE(to_json(t0."c061")::text, 'null')
+    || ',"c062":' || COALESCE(to_json(t0."c062")::text, 'null')
+    || ',"c063":' || COALESCE(to_json(t0."c063")::text, 'null')
+    || ',"c064":' || COALESCE(to_json(t0."c064")::text, 'null')
+    || ',"c065":' || COALESCE(to_json(t0."c065")::text, 'null')
+    || ',"c066":' || COALESCE(to_json(t0."c066")::text, 'null')
+    || ',"c067":' || COALESCE(to_json(t0."c067")::text, 'null')
+    || ',"c068":' || COALESCE(to_json(t0."c068")::text, 'null')
+    || ',"c069":' || COALESCE(to_json(t0."c069")::text, 'null')
+    || ',"c070":' || COALESCE(to_json(t0."c070")::text, 'null')
+    || ',"c071":' || COALESCE(to_json(t0."c071")::text, 'null')
+    || ',"c072":' || COALESCE(to_json(t0."c072")::text, 'null')
+    || ',"c073":' || COALESCE(to_json(t0."c073")::text, 'null')
+    || ',"c074":' || COALESCE(to_json(t0."c074")::text, 'null')
+    || ',"c075":' || COALESCE(to_json(t0."c075")::text, 'null')
+    || ',"c076":' || COALESCE(to_json(t0."c076")::text, 'null')
+    || ',"c077":' || COALESCE(to_json(t0."c077")::text, 'null')
+    || ',"c078":' || COALESCE(to_json(t0."c078")::text, 'null')
+    || ',"c079":' || COALESCE(to_json(t0."c079")::text, 'null')
+    || ',"c080":' || COALESCE(to_json(t0."c080")::text, 'null')
+    || ',"c081":' || COALESCE(to_json(t0."c081")::text, 'null')
+    || ',"c082":' || COALESCE(to_json(t0."c082")::text, 'null')
+    || ',"c083":' || COALESCE(to_json(t0."c083")::text, 'null')
+    || ',"c084":' || COALESCE(to_json(t0."c084")::text, 'null')
+    || ',"c085":' || COALESCE(to_json(t0."c085")::text, 'null')
+    || ',"c086":' || COALESCE(to_json(t0."c086")::text, 'null')
+    || ',"c087":' || COALESCE(to_json(t0."c087")::text, 'null')
+    || ',"c088":' || COALESCE(to_json(t0."c088")::text, 'null')
+    || ',"c089":' || COALESCE(to_json(t0."c089")::text, 'null')
+    || ',"c090":' || COALESCE(to_json(t0."c090")::text, 'null')
+    || ',"c091":' || COALESCE(to_json(t0."c091")::text, 'null')
+    || ',"c092":' || COALESCE(to_json(t0."c092")::text, 'null')
+    || ',"c093":' || COALESCE(to_json(t0."c093")::text, 'null')
+    || ',"c094":' || COALESCE(to_json(t0."c094")::text, 'null')
+    || ',"c095":' || COALESCE(to_json(t0."c095")::text, 'null')
+    || ',"c096":' || COALESCE(to_json(t0."c096")::text, 'null')
+    || ',"c097":' || COALESCE(to_json(t0."c097")::text, 'null')
+    || ',"c098":' || COALESCE(to_json(t0."c098")::text, 'null')
+    || ',"c099":' || COALESCE(to_json(t0."c099")::text, 'null')
+    || ',"c100":' || COALESCE(to_json(t0."c100")::text, 'null')
+    || ',"c101":' || COALESCE(to_json(t0."c101")::text, 'null')
+    || ',"c102":' || COALESCE(to_json(t0."c102")::text, 'null')
+    || ',"c103":' || COALESCE(to_json(t0."c103")::text, 'null')
+    || ',"c104":' || COALESCE(to_json(t0."c104")::text, 'null')
+    || ',"c105":' || COALESCE(to_json(t0."c105")::text, 'null')
+    || ',"c106":' || COALESCE(to_json(t0."c106")::text, 'null')
+    || ',"c107":' || COALESCE(to_json(t0."c107")::text, 'null')
+    || ',"c108":' || COALESCE(to_json(t0."c108")::text, 'null')
+    || ',"c109":' || COALESCE(to_json(t0."c109")::text, 'null')
+    || ',"c110":' || COALESCE(to_json(t0."c110")::text, 'null')
+    || ',"c111":' || COALESCE(to_json(t0."c111")::text, 'null')
+    || ',"c112":' || COALESCE(to_json(t0."c112")::text, 'null')
+    || ',"c113":' || COALESCE(to_json(t0."c113")::text, 'null')
+    || ',"c114":' || COALESCE(to_json(t0."c114")::text, 'null')
+    || ',"c115":' || COALESCE(to_json(t0."c115")::text, 'null')
+    || ',"c116":' || COALESCE(to_json(t0."c116")::text, 'null')
+    || ',"c117":' || COALESCE(to_json(t0."c117")::text, 'null')
+    || ',"c118":' || COALESCE(to_json(t0."c118")::text, 'null')
+    || ',"c119":' || COALESCE(to_json(t0."c119")::text, 'null') || '}' AS doc
 FROM "public"."wide" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[])
