@@ -316,7 +316,7 @@ func TestPGBuildValuesAsToJSON(t *testing.T) {
 		CREATE TABLE typed (id int PRIMARY KEY, i2 smallint, i8 bigint NOT NULL DEFAULT -9223372036854775808, n numeric, n2 numeric(10,2),
 			f4 real, f8 double precision, b boolean, t text, "we""ird key\u00e9" varchar(5), c char(4), ts timestamptz, tsl timestamp,
 			d date, tm time, tmz timetz, iv interval, u uuid, by bytea, ip inet, ia int[], ta text[], m2 int[][], e mood, pi posint,
-			fl flag, lb label, cp pair, mo money, ` + strings.Join(wide, ", ") + `);
+			fl flag, lb label, cp pair, mo money, `+strings.Join(wide, ", ")+`);
 		INSERT INTO typed (id, i2, n, n2, f4, f8, b, t, "we""ird key\u00e9", c, ts, tsl, d, tm, tmz, iv, u, by, ip, ia, ta, m2, e, pi, fl, lb, cp, mo) VALUES
 			(1, -32768, 1.50, 2, 1.5, 1e300, true, E'q"uo\\te\nnew\tline\x01 \u00e9 \U0001F600 </script>', 'ab', 'x', '2026-11-30 01:02:03.5+00',
 			 '2026-11-30 01:02:03', '2026-11-30', '01:02:03', '01:02:03+02', '1 day 2 hours', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
