@@ -90,9 +90,20 @@ func runQuery(t *testing.T, pg *testenv.PG, q *Query, keys [][]json.RawMessage, 
 // JSON array, decoded with exact numbers.
 func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]any {
 	t.Helper()
+	docs := map[string]any{}
+	for id, doc := range buildText(t, pg, a, ids) {
+		docs[id] = testenv.DecodeExact(t, []byte(doc))
+	}
+	return docs
+}
+
+// buildText runs a's build statement and returns each document's text,
+// keyed by the id as a JSON array.
+func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]string {
+	t.Helper()
 	rows := runQuery(t, pg, a.Build, ids, "build "+a.Name)
 	defer rows.Close()
-	docs := map[string]any{}
+	docs := map[string]string{}
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != len(a.ID)+1 {
@@ -102,7 +113,7 @@ func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) 
 		for _, r := range raw[:len(a.ID)] {
 			key = append(key, string(jsonbText(r)))
 		}
-		docs["["+strings.Join(key, ",")+"]"] = testenv.DecodeExact(t, jsonbText(raw[len(a.ID)]))
+		docs["["+strings.Join(key, ",")+"]"] = string(jsonbText(raw[len(a.ID)]))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("build %s: %v", a.Name, err)
@@ -356,45 +367,28 @@ aggregates:
 		if err := pg.Pool.QueryRow(context.Background(), `SELECT to_json(r)::text FROM typed r WHERE id = $1`, id).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
-		if got := docs[id]; got != want {
+		if got := docs["["+id+"]"]; got != want {
 			t.Errorf("typed %s:\n got %s\nwant %s (to_json of the row)", id, got, want)
 		}
 	}
 	want := map[string]string{
-		"1": `{"id":1,"lit\"eral":"a literal","sum":-32767,"nothing":null,"note_count":3,"last_note":"th\"ird","notes":["first",null,"th\"ird"],` +
+		"[1]": `{"id":1,"lit\"eral":"a literal","sum":-32767,"nothing":null,"note_count":3,"last_note":"th\"ird","notes":["first",null,"th\"ird"],` +
 			`"objects \\ with \"quotes\"":[{"id":1,"body":"first"},{"id":2,"body":null},{"id":3,"body":"th\"ird"}]}`,
-		"2": `{"id":2,"lit\"eral":"a literal","sum":null,"nothing":null,"note_count":1,"last_note":null,"notes":[null],` +
+		"[2]": `{"id":2,"lit\"eral":"a literal","sum":null,"nothing":null,"note_count":1,"last_note":null,"notes":[null],` +
 			`"objects \\ with \"quotes\"":[{"id":4,"body":null}]}`,
-		"3": `{"id":3,"lit\"eral":"a literal","sum":1,"nothing":null,"note_count":0,"last_note":null,"notes":[],"objects \\ with \"quotes\"":[]}`,
+		"[3]": `{"id":3,"lit\"eral":"a literal","sum":1,"nothing":null,"note_count":0,"last_note":null,"notes":[],"objects \\ with \"quotes\"":[]}`,
 	}
 	if got := buildText(t, pg, m.Aggregate("noted"), ids); !reflect.DeepEqual(got, want) {
 		t.Errorf("noted:\n got %v\nwant %v", got, want)
 	}
 	want = map[string]string{
-		"1": `{"id":1,"target_id":2,"target":{"id":2,"b":null}}`,
-		"2": `{"id":2,"target_id":99,"target":null}`,
-		"3": `{"id":3,"target_id":null,"target":null}`,
+		"[1]": `{"id":1,"target_id":2,"target":{"id":2,"b":null}}`,
+		"[2]": `{"id":2,"target_id":99,"target":null}`,
+		"[3]": `{"id":3,"target_id":null,"target":null}`,
 	}
 	if got := buildText(t, pg, m.Aggregate("ref"), ids); !reflect.DeepEqual(got, want) {
 		t.Errorf("ref:\n got %v\nwant %v", got, want)
 	}
-}
-
-// buildText runs a's build statement (a one-column id) and returns each
-// document's text by its id.
-func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]string {
-	t.Helper()
-	rows := runQuery(t, pg, a.Build, ids, "build "+a.Name)
-	defer rows.Close()
-	docs := map[string]string{}
-	for rows.Next() {
-		raw := rows.RawValues()
-		docs[string(jsonbText(raw[0]))] = string(raw[1])
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("build %s: %v", a.Name, err)
-	}
-	return docs
 }
 
 // TestPGFilters (issue 18): where: on the root keeps a root row's document
