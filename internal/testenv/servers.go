@@ -297,22 +297,36 @@ func Kafka(t testing.TB) *KafkaEnv {
 	}
 	k := &KafkaEnv{Brokers: brokers, Prefix: "t" + Suffix(), Client: cl, Admin: adm}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if topics, err := adm.ListTopics(ctx); err == nil {
-			var del []string
-			for _, name := range topics.Names() {
-				if strings.HasPrefix(name, k.Prefix+".") {
-					del = append(del, name)
-				}
-			}
-			if len(del) > 0 {
-				_, _ = adm.DeleteTopics(ctx, del...)
-			}
-		}
+		_ = k.DeleteTopics()
 		cl.Close()
 	})
 	return k
+}
+
+// DeleteTopics deletes the topics starting with the prefix, as cleanup
+// does: a benchmark that is done with them stops the log cleaner's work
+// on them too.
+func (k *KafkaEnv) DeleteTopics() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := k.Admin.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	var del []string
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, k.Prefix+".") {
+			del = append(del, name)
+		}
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	res, err := k.Admin.DeleteTopics(ctx, del...)
+	if err == nil {
+		err = res.Error()
+	}
+	return err
 }
 
 // Records reads every record of topic, from its start offsets to its end
