@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,9 +188,12 @@ func resBenchDocs(ctx context.Context, pool mappings.Querier, agg *mappings.Aggr
 	return docs, nil
 }
 
-// resWaitESQuiet flushes Elasticsearch and waits until no merge runs, so
-// that neither timed load pays for the background work the one before it
-// left (merging a million freshly indexed documents takes minutes).
+// resWaitESQuiet flushes Elasticsearch, waits until no merge runs, and
+// writes the page cache's dirty pages to disk (sync(2)), so that neither
+// timed load pays for the background work the one before it left
+// (merging a million freshly indexed documents takes minutes; a raw
+// snapshot leaves a gigabyte of Kafka's log to write back, work the
+// kernel does on the same cores and no server's CPU figure shows).
 func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 	tb.Helper()
 	ctx := testenv.Ctx(tb)
@@ -198,6 +202,7 @@ func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 		tb.Fatal(err)
 	}
 	res.Body.Close()
+	defer syscall.Sync()
 	testenv.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
 		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Search)
 		if err != nil {
