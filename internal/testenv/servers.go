@@ -304,8 +304,8 @@ func Kafka(t testing.TB) *KafkaEnv {
 }
 
 // DeleteTopics deletes the topics starting with the prefix, as cleanup
-// does: a benchmark that is done with them stops the log cleaner's work
-// on them too.
+// does: a benchmark that is done with them stops Kafka's work on them
+// too.
 func (k *KafkaEnv) DeleteTopics() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
