@@ -525,6 +525,8 @@ func BenchmarkInitialLoad(b *testing.B) {
 	esWork := readESStats(d.es).since(es0)
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
 	requests, parts := docsBulkRequests(addr)
+	mapBatches, _ := resMetric(addr, "decant_resolver_map_batch_seconds_count")
+	statements, _ := resMetric(addr, "decant_resolver_build_statement_seconds_count")
 	<-profiled
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
@@ -582,11 +584,11 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), side.cell, ours/theirs, took.Seconds(), first.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), side.streamTook.Seconds(), side.streamSlot.Seconds(), side.bulkTook.Seconds(), best, best.took.Seconds(), len(sides),
 		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(ceiling, serversSum+cpu),
-		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), requests, parts,
+		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), requests, parts, mapBatches, statements,
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, side.es)
 }
