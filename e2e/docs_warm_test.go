@@ -194,10 +194,9 @@ func docsKafkaTxnRound(ctx context.Context, k *testenv.KafkaEnv, topic string, d
 // load (a million raw records produced to compacted topics, fetched back
 // by the map stage, consumer groups and transactions around them): in the
 // first three timed loads after `make infra-up` Kafka's compiler threads
-// still spent 3.6, 3.6 and 1.4 CPU-seconds inside decant's run, the
-// timed loads took 40.7, 25.9 and 23.3 s and the fourth 18.1 s, while the
-// ceiling, measured after decant's run, found the JVMs warm every time
-// (docs/performance.md, "Twentieth pass"). With this load first, the
+// still spent 7.5, 3.6 and 1.4 CPU-seconds inside decant's run (the loads
+// took 40.7, 25.9 and 23.3 s, the fourth 18.1 s), and under 1 in the
+// ceiling's runs after them (docs/performance.md, "Twentieth pass"). With this load first, the
 // timed load and the ceiling both run on servers that have done the work
 // once.
 func (d *docsBench) untimedLoad(b *testing.B) time.Duration {
