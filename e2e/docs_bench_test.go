@@ -527,6 +527,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	requests, parts := docsBulkRequests(addr)
 	mapBatches, _ := resMetric(addr, "decant_resolver_map_batch_seconds_count")
 	statements, _ := resMetric(addr, "decant_resolver_build_statement_seconds_count")
+	kafkaRequests := docsKafkaRequests(addr)
 	<-profiled
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
@@ -584,11 +585,11 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f kafka_requests=%s plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), side.cell, ours/theirs, took.Seconds(), first.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), side.streamTook.Seconds(), side.streamSlot.Seconds(), side.bulkTook.Seconds(), best, best.took.Seconds(), len(sides),
 		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(ceiling, serversSum+cpu),
-		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), requests, parts, mapBatches, statements,
+		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), requests, parts, mapBatches, statements, kafkaRequests,
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
 		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, side.es)
 }
@@ -1224,6 +1225,57 @@ func docsBulkRequests(addr string) (requests, parts float64) {
 	requests, _ = resMetric(addr, `decant_indexer_bulk_requests_total{sink="elasticsearch"}`)
 	parts, _ = resMetric(addr, `decant_indexer_bulk_parts_total{sink="elasticsearch"}`)
 	return requests, parts
+}
+
+// docsKafkaRequests is decant's requests to Kafka by type, most first,
+// from decant_kafka_requests_total and the bytes series beside it:
+// "total:N,Fetch:N/1.2MB/450.3MB,…" (requests / bytes sent / received).
+func docsKafkaRequests(addr string) string {
+	_, body, err := testenv.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "unknown"
+	}
+	type kind struct {
+		name                 string
+		n, written, received float64
+	}
+	byName := map[string]*kind{}
+	for line := range strings.Lines(body) {
+		series, rest, ok := strings.Cut(line, `{request="`)
+		if !ok || !strings.HasPrefix(series, "decant_kafka_re") {
+			continue
+		}
+		name, v, ok := strings.Cut(rest, `"} `)
+		var f float64
+		if _, err := fmt.Sscan(v, &f); !ok || err != nil {
+			continue
+		}
+		k := byName[name]
+		if k == nil {
+			k = &kind{name: name}
+			byName[name] = k
+		}
+		switch series {
+		case "decant_kafka_requests_total":
+			k.n = f
+		case "decant_kafka_request_bytes_total":
+			k.written = f
+		case "decant_kafka_response_bytes_total":
+			k.received = f
+		}
+	}
+	var kinds []*kind
+	var total float64
+	for _, k := range byName {
+		kinds = append(kinds, k)
+		total += k.n
+	}
+	slices.SortFunc(kinds, func(a, b *kind) int { return cmp.Compare(b.n, a.n) })
+	out := fmt.Sprintf("total:%.0f", total)
+	for _, k := range kinds {
+		out += fmt.Sprintf(",%s:%.0f/%.1fMB/%.1fMB", k.name, k.n, k.written/1e6, k.received/1e6)
+	}
+	return out
 }
 
 // docsRefresh refreshes index: a direct load's documents are searchable

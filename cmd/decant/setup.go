@@ -20,6 +20,7 @@ import (
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/metric"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/resolver"
@@ -95,6 +96,7 @@ func newStack(ctx context.Context, cfg *config.Config, model *mappings.Model, ca
 	}
 	log := cfg.Log.NewLogger(stderr)
 	reg := prometheus.NewRegistry()
+	kopts = append(kopts, kgo.WithHooks(metric.KafkaRequests(reg)))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		watermark.SlotLagGauge(pool, cfg.Postgres.Slot))
 	rcfg := resolver.ConfigFrom(cfg, kopts, log, reg)

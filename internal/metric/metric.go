@@ -6,8 +6,11 @@ package metric
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Counter is an unregistered counter.
@@ -54,4 +57,34 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 		panic(err)
 	}
 	return c
+}
+
+// KafkaRequests is a franz-go hook (kgo.WithHooks) that counts the
+// requests a process writes to Kafka's brokers, their bytes and the bytes
+// of the responses, by request type (Produce, Fetch, OffsetCommit,
+// EndTxn…), registered on reg. Every client of the process shares it.
+func KafkaRequests(reg prometheus.Registerer) kgo.Hook {
+	return kafkaRequests{
+		n:        Register(reg, CounterVec("decant_kafka_requests_total", "Requests written to Kafka brokers, by request type.", "request")),
+		written:  Register(reg, CounterVec("decant_kafka_request_bytes_total", "Bytes of the requests written to Kafka brokers, by request type.", "request")),
+		received: Register(reg, CounterVec("decant_kafka_response_bytes_total", "Bytes of the responses read from Kafka brokers, by request type.", "request")),
+	}
+}
+
+type kafkaRequests struct{ n, written, received *prometheus.CounterVec }
+
+func (k kafkaRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, written int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	name := kmsg.NameForKey(key)
+	k.n.WithLabelValues(name).Inc()
+	k.written.WithLabelValues(name).Add(float64(written))
+}
+
+func (k kafkaRequests) OnBrokerRead(_ kgo.BrokerMetadata, key int16, read int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	k.received.WithLabelValues(kmsg.NameForKey(key)).Add(float64(read))
 }
