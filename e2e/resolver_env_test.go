@@ -310,12 +310,7 @@ func (e *resEnv) topics() (raw, refs []string) {
 func (e *resEnv) waitQuiet(timeout time.Duration) {
 	e.t.Helper()
 	ctx := testenv.Ctx(e.t)
-	marker := watermark.New(watermark.Config{Slot: e.slot, TopicPrefix: e.k.Prefix, Snapshot: true}, e.pg.Pool, e.k.Admin, e.cfg.Kafka)
-	testenv.WaitFor(e.t, "the streamer to finish its initial snapshot", timeout, func() (bool, error) {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return marker.SnapshotComplete(rctx)
-	})
+	e.waitSnapshot(timeout)
 	var target string
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
 		e.t.Fatal(err)
@@ -342,6 +337,19 @@ func (e *resEnv) waitQuiet(timeout time.Duration) {
 			return err == nil && lag == 0, fmt.Errorf("lag %d (%v)", lag, err)
 		})
 	}
+}
+
+// waitSnapshot waits until the streamer's initial snapshot is complete:
+// every snapshot row is in the raw topics.
+func (e *resEnv) waitSnapshot(timeout time.Duration) {
+	e.t.Helper()
+	ctx := testenv.Ctx(e.t)
+	marker := watermark.New(watermark.Config{Slot: e.slot, TopicPrefix: e.k.Prefix, Snapshot: true}, e.pg.Pool, e.k.Admin, e.cfg.Kafka)
+	testenv.WaitFor(e.t, "the streamer to finish its initial snapshot", timeout, func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return marker.SnapshotComplete(rctx)
+	})
 }
 
 // resVersionCheck is a Sink that records every version violation: a

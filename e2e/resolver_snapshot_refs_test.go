@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/decant-cdc/decant/internal/testenv"
-	"github.com/decant-cdc/decant/watermark"
 )
 
 // TestResolverInitialSnapshotRefsOnce: an initial snapshot of more roots
@@ -28,12 +26,7 @@ aggregates:
 	e.startStreamer()
 	e.startMapper("map")
 	ctx := testenv.Ctx(t)
-	marker := watermark.New(watermark.Config{Slot: e.slot, TopicPrefix: e.k.Prefix, Snapshot: true}, e.pg.Pool, e.k.Admin, e.cfg.Kafka)
-	testenv.WaitFor(t, "the streamer to finish its initial snapshot", 3*time.Minute, func() (bool, error) {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return marker.SnapshotComplete(rctx)
-	})
+	e.waitSnapshot(3 * time.Minute)
 	raw, refs := e.topics()
 	testenv.WaitFor(t, "the map stage to commit every snapshot row", 3*time.Minute, func() (bool, error) {
 		lag, err := testenv.GroupLag(ctx, e.k.Admin, e.k.Prefix+".map", raw...)
