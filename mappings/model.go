@@ -131,6 +131,10 @@ type Aggregate struct {
 	// document as the json column doc (spaced as PostgreSQL's json builders
 	// print it; wire.AppendCompact compacts it). Missing ids return no row.
 	Build *Query
+	// Roots returns, for a batch of ids (Roots.Args), one row per id whose
+	// root row exists and passes the root's filter: one jsonb column per id
+	// column, in id order — the ids that have a document.
+	Roots *Query
 	// Routes lists every place a table is used, root first, in path order.
 	Routes []*Route
 }

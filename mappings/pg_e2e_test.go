@@ -431,6 +431,26 @@ aggregates:
 	if want := `{"[1]":{"comments":[{"body":"shown"}],"id":1,"labels":["go"],"title":"one"}}`; string(got) != want {
 		t.Errorf("documents = %s\nwant %s (post 2 unpublished: no row)", got, want)
 	}
+	// Roots: the ids with a document — post 2 is filtered out, 3 does not exist.
+	args, err := a.Roots.Args([][]json.RawMessage{raws(`1`), raws(`2`), raws(`3`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []string
+	rows, err := pg.Pool.Query(context.Background(), a.Roots.SQL, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		roots = append(roots, string(id))
+	}
+	if rows.Close(); rows.Err() != nil || strings.Join(roots, ",") != "1" {
+		t.Errorf("Roots of 1, 2, 3 = %v (%v), want [1]", roots, rows.Err())
+	}
 	for _, r := range m.RoutesFor(TableName{"public", "posts"}) {
 		if strings.Join(r.Watch, ",") != "id,title,published,note" {
 			t.Errorf("route %s watches %v, want every column of the filtered table", r.Path, r.Watch)

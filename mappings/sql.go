@@ -154,20 +154,32 @@ func (g *sqlGen) nl() string { return "\n" + strings.Repeat("  ", g.indent) }
 func buildQuery(a *Aggregate) *Query {
 	g := &sqlGen{}
 	t0 := g.alias()
-	var sel []string
-	for _, c := range a.ID {
-		sel = append(sel, fmt.Sprintf("to_jsonb(%s) AS %s", col(t0, c), ident(c)))
-	}
 	g.indent = 1
 	doc := g.object(a.Root, t0)
-	where := keyMatch(t0, a.ID, a.IDTypes, 1)
+	return rootQuery(a, t0, ",\n  "+doc+" AS doc")
+}
+
+// rootsQuery generates Aggregate.Roots: the build statement without the
+// document.
+func rootsQuery(a *Aggregate) *Query { return rootQuery(a, "t0", "") }
+
+// rootQuery selects the id columns, then extra, of the root rows (as
+// alias) whose ids are in the parameters and which the root's filter
+// keeps.
+func rootQuery(a *Aggregate, alias, extra string) *Query {
+	sel := make([]string, len(a.ID))
+	for i, c := range a.ID {
+		sel[i] = fmt.Sprintf("to_jsonb(%s) AS %s", col(alias, c), ident(c))
+	}
+	where := keyMatch(alias, a.ID, a.IDTypes, 1)
 	if a.Root.Where != "" {
-		// A root row the filter leaves out has no document: its id comes
-		// back without a row, which the build stage deletes.
+		// A root row the filter leaves out has no document: the build
+		// statement returns no row for its id, and the build stage
+		// deletes the document.
 		where += "\n  AND (" + a.Root.Where + ")"
 	}
-	sql := fmt.Sprintf("SELECT %s,\n  %s AS doc\nFROM %s AS %s\nWHERE %s",
-		strings.Join(sel, ", "), doc, a.Table.Sanitize(), t0, where)
+	sql := fmt.Sprintf("SELECT %s%s\nFROM %s AS %s\nWHERE %s",
+		strings.Join(sel, ", "), extra, a.Table.Sanitize(), alias, where)
 	return &Query{SQL: sql, Params: params(a.ID, a.IDTypes)}
 }
 

@@ -318,16 +318,22 @@ func (m *Mapper) resolveInDB(ctx context.Context, p *plan, out *refWriter) error
 			// snapshot predates the truncation may write its document
 			// after the aggregate topic is read, but its ref is in the
 			// (compacted) refs topic already, and the build of this ref,
-			// later in the same partition, writes after it. Both topics
-			// are read before the root ids are produced: read after, the
-			// refs topic held this batch's own refs for every root id
-			// again, and past the seen-set's bound (maxSeen) they went
-			// out twice — an initial snapshot of 200,000 customers built
-			// 100,000 of their documents twice.
+			// later in the same partition, writes after it. Of the ids
+			// read there, those with a root row in this snapshot are
+			// left to rootIDs below, which produces each once: produced
+			// from both, the seen-set dropped the second copy only up to
+			// its bound (maxSeen), and a second initial snapshot of
+			// 200,000 documents built 100,000 of them twice. Both topics
+			// are read before the root ids are produced, so the refs
+			// topic does not hold this batch's own refs yet.
+			orphans := &rootless{ctx: ctx, tx: snap.tx, a: a, produce: produce}
 			for _, topic := range []string{wire.AggTopic(m.cfg.TopicPrefix, a.Name), wire.RefsTopic(m.cfg.TopicPrefix, a.Name)} {
-				if err := scanKeys(ctx, m.cfg.Kafka, topic, produce); err != nil {
+				if err := scanKeys(ctx, m.cfg.Kafka, topic, orphans.add); err != nil {
 					return fmt.Errorf("aggregate %s: read document ids from %s: %w", a.Name, topic, err)
 				}
+			}
+			if err := orphans.flush(); err != nil {
+				return mappingBroken("map", a.Name, err)
 			}
 		}
 		if err := rootIDs(ctx, snap.tx, a, 10_000, produce); err != nil {

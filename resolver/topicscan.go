@@ -1,14 +1,18 @@
 package resolver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/wire"
 )
 
@@ -92,6 +96,84 @@ func scanKeys(ctx context.Context, opts []kgo.Opt, topic string, fn func(key []b
 		})
 		if cbErr != nil {
 			return cbErr
+		}
+	}
+	return nil
+}
+
+// rootlessBatch is how many ids rootless checks per statement.
+const rootlessBatch = 5_000
+
+// rootless passes on the ids added to it that have no document in tx's
+// snapshot: no root row, or one the root's filter leaves out (a.Roots).
+// An id that cannot be parsed is passed on: the build stage says why.
+// Call flush after the last add.
+type rootless struct {
+	ctx     context.Context
+	tx      pgx.Tx
+	a       *mappings.Aggregate
+	produce func(key []byte) error
+	keys    [][]byte
+}
+
+func (r *rootless) add(key []byte) error {
+	r.keys = append(r.keys, bytes.Clone(key))
+	if len(r.keys) < rootlessBatch {
+		return nil
+	}
+	return r.flush()
+}
+
+func (r *rootless) flush() error {
+	keys := r.keys
+	r.keys = r.keys[:0]
+	if len(keys) == 0 {
+		return nil
+	}
+	canon := make([]string, len(keys))
+	vals := make([][]json.RawMessage, 0, len(keys))
+	for i, k := range keys {
+		v, err := parseKey(r.a, k)
+		if err != nil {
+			continue
+		}
+		canon[i] = string(idKey(r.a, v))
+		vals = append(vals, v)
+	}
+	have := make(map[string]bool, len(vals))
+	if len(vals) > 0 {
+		args, err := r.a.Roots.Args(vals)
+		if err != nil {
+			return fmt.Errorf("aggregate %s: %w", r.a.Name, err)
+		}
+		rows, err := r.tx.Query(r.ctx, r.a.Roots.SQL, args...)
+		if err != nil {
+			return fmt.Errorf("aggregate %s: read which ids have a root row: %w", r.a.Name, err)
+		}
+		n := len(r.a.ID)
+		raw := make([]json.RawMessage, n)
+		dest := make([]any, n)
+		for i := range raw {
+			dest[i] = &raw[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return fmt.Errorf("aggregate %s: read which ids have a root row: %w", r.a.Name, err)
+			}
+			have[string(idKey(r.a, raw))] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("aggregate %s: read which ids have a root row: %w", r.a.Name, err)
+		}
+	}
+	for i, k := range keys {
+		if canon[i] != "" && have[canon[i]] {
+			continue
+		}
+		if err := r.produce(k); err != nil {
+			return err
 		}
 	}
 	return nil
