@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -187,7 +186,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		if err != nil {
 			return err
 		}
-		cols, unpublished := publishedColumns(all, generated, t.published, t.gen18)
+		cols, _ := publishedColumns(all, generated, t.published, t.gen18)
 		rm := &pglogrepl.RelationMessage{RelationID: t.oid, Namespace: t.schema, RelationName: t.table, Columns: make([]*pglogrepl.RelationMessageColumn, len(cols))}
 		for i := range cols {
 			rm.Columns[i] = &cols[i]
@@ -195,6 +194,13 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		r, err := newRelation(rm, pk, s.cfg.TopicPrefix)
 		if err != nil {
 			return permanent(err)
+		}
+		oids := make([]uint32, len(cols))
+		for i, c := range cols {
+			oids[i] = c.DataType
+		}
+		if err := s.types.load(ctx, tx, oids...); err != nil {
+			return fmt.Errorf("table %s.%s: load column types: %w", t.schema, t.table, err)
 		}
 		if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions), wire.RawTopicConfigs()); err != nil {
 			return err
@@ -204,7 +210,7 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 		} else if len(p) > 0 {
 			prior[r.topic] = p
 		}
-		n, err := s.snapshotTable(ctx, tx, enc, r, unpublished, t.pages, t.rowsPerPage, cp, mark)
+		n, err := s.snapshotTable(ctx, tx, enc, r, t.pages, t.rowsPerPage, cp, mark)
 		if err != nil {
 			return fmt.Errorf("table %s.%s: %w", t.schema, t.table, err)
 		}
@@ -234,16 +240,8 @@ WHERE pt.pubname = $1 ORDER BY 2, 3`, s.cfg.Publication)
 	return nil
 }
 
-func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r *relation, unpublished []string, pages int64, rowsPerPage float64, cp uint64, mark *txnMark) (int64, error) {
-	keyCols := make([]string, len(r.key))
-	for i, ki := range r.key {
-		keyCols[i] = "to_jsonb(t." + pgx.Identifier{r.cols[ki].Name}.Sanitize() + ")"
-	}
-	rowExpr := "to_jsonb(t)"
-	for _, c := range unpublished { // the row as pgoutput sends it (publishedColumns)
-		rowExpr += " - " + quoteLiteral(c)
-	}
-	base := "SELECT " + rowExpr + ", " + strings.Join(keyCols, ", ") + " FROM " + pgx.Identifier{r.schema, r.table}.Sanitize() + " t"
+func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r *relation, pages int64, rowsPerPage float64, cp uint64, mark *txnMark) (int64, error) {
+	base := "SELECT " + snapshotSelect(r) + " FROM " + pgx.Identifier{r.schema, r.table}.Sanitize() + " t"
 	chunk := max(int64(float64(s.cfg.SnapshotChunkRows)/max(rowsPerPage, 1)), 1)
 	at := txnInfo{lsn: cp, commitLSN: cp, commitTime: time.Now(), snapshot: true}
 	var n int64
@@ -259,19 +257,14 @@ func (s *Streamer) snapshotTable(ctx context.Context, tx pgx.Tx, enc *encoder, r
 		if err != nil {
 			return n, err
 		}
-		raw := make([][]byte, 1+len(keyCols))
-		scan := make([]any, len(raw))
-		for i := range raw {
-			scan[i] = &raw[i]
-		}
 		for rows.Next() {
-			vals := rows.RawValues()
-			row := wire.AppendCompact(make([]byte, 0, len(vals[0])), vals[0])
-			fields := make([]wire.KeyField, len(r.key))
-			for i, ki := range r.key {
-				fields[i] = wire.KeyField{Name: r.cols[ki].Name, Value: wire.AppendCompact(make([]byte, 0, len(vals[1+i])), vals[1+i])}
+			key, row, err := enc.snapshotValues(enc.after[:0], r, rows.RawValues())
+			if err != nil {
+				rows.Close()
+				return n, permanent(err)
 			}
-			rec := enc.snapshotRow(r, wire.Key(fields), row, &at)
+			enc.after = row
+			rec := enc.snapshotRow(r, key, row, &at)
 			s.produce(ctx, rec, mark, cp)
 			n++
 			if err := s.fatalErr(); err != nil {

@@ -55,11 +55,10 @@ var afterChunkRead func()
 // goroutine hands chunks over through mu; the rest is the replication
 // loop's alone.
 type tableJob struct {
-	rel         *relation
-	unpublished []string // columns pgoutput does not send (publishedColumns)
-	token       string
-	id          uint64 // the LSN the snapshot started at: its rows' source.lsn
-	result      chan chunkResult
+	rel    *relation
+	token  string
+	id     uint64 // the LSN the snapshot started at: its rows' source.lsn
+	result chan chunkResult
 
 	mu    sync.Mutex
 	chunk *chunk // read, waiting for its high watermark
@@ -387,7 +386,7 @@ func (s *Streamer) prepareTableJob(ctx context.Context, pool *pgxpool.Pool, tabl
 	if len(pk) == 0 {
 		return nil, errRefused{fmt.Sprintf("table %s has no primary key: an online snapshot reads a table in primary-key order", table)}
 	}
-	cols, unpublished := publishedColumns(all, generated, listed, gen18)
+	cols, _ := publishedColumns(all, generated, listed, gen18)
 	rm := &pglogrepl.RelationMessage{RelationID: oid, Namespace: schema, RelationName: name, Columns: make([]*pglogrepl.RelationMessageColumn, len(cols))}
 	oids := make([]uint32, len(cols))
 	for i := range cols {
@@ -404,7 +403,7 @@ func (s *Streamer) prepareTableJob(ctx context.Context, pool *pgxpool.Pool, tabl
 	if err := s.ensureTopic(ctx, r.topic, int32(s.cfg.Partitions), wire.RawTopicConfigs()); err != nil {
 		return nil, err
 	}
-	return &tableJob{rel: r, unpublished: unpublished, token: fmt.Sprintf("%s/%d", table, time.Now().UnixNano()), result: make(chan chunkResult, 1),
+	return &tableJob{rel: r, token: fmt.Sprintf("%s/%d", table, time.Now().UnixNano()), result: make(chan chunkResult, 1),
 		open: -1, touched: map[string]bool{}, history: map[uint32]uint64{}}, nil
 }
 
@@ -524,20 +523,20 @@ func (s *Streamer) readChunk(ctx context.Context, pool *pgxpool.Pool, j *tableJo
 	if c.xmin, c.xip, err = parseSnapshot(snap); err != nil {
 		return nil, err
 	}
-	sql, args := chunkSQL(j.rel, j.unpublished, after, s.cfg.SnapshotChunkRows)
+	sql, args := chunkSQL(j.rel, after, s.cfg.SnapshotChunkRows)
 	rows, err := tx.Query(ctx, sql, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read chunk %d: %w", n, err)
 	}
 	defer rows.Close()
+	enc := &encoder{types: s.types}
 	for rows.Next() {
-		vals := rows.RawValues()
-		fields := make([]wire.KeyField, len(r.key))
-		for i, ki := range r.key {
-			fields[i] = wire.KeyField{Name: r.cols[ki].Name, Value: wire.AppendCompact(nil, vals[1+i])}
+		key, row, err := enc.snapshotValues(nil, r, rows.RawValues())
+		if err != nil {
+			return nil, permanent(fmt.Errorf("read chunk %d: %w", n, err))
 		}
-		c.keys = append(c.keys, wire.Key(fields))
-		c.rows = append(c.rows, wire.AppendCompact(make([]byte, 0, len(vals[0])), vals[0]))
+		c.keys = append(c.keys, key)
+		c.rows = append(c.rows, row)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read chunk %d: %w", n, err)
@@ -546,21 +545,16 @@ func (s *Streamer) readChunk(ctx context.Context, pool *pgxpool.Pool, j *tableJo
 }
 
 // chunkSQL is the statement of one chunk: the row as the initial
-// snapshot reads it (to_jsonb less the columns pgoutput does not send)
-// and its key columns, after the key after (typed by
+// snapshot reads it (snapshotSelect), after the key after (typed by
 // jsonb_populate_record), in key order, at most limit rows.
-func chunkSQL(r *relation, unpublished []string, after json.RawMessage, limit int) (string, []any) {
+func chunkSQL(r *relation, after json.RawMessage, limit int) (string, []any) {
 	table := pgx.Identifier{r.schema, r.table}.Sanitize()
-	rowExpr := "to_jsonb(t)"
-	for _, c := range unpublished {
-		rowExpr += " - " + quoteLiteral(c)
-	}
-	keyExprs, keyCols, afterCols := make([]string, len(r.key)), make([]string, len(r.key)), make([]string, len(r.key))
+	keyCols, afterCols := make([]string, len(r.key)), make([]string, len(r.key))
 	for i, ki := range r.key {
 		col := pgx.Identifier{r.cols[ki].Name}.Sanitize()
-		keyExprs[i], keyCols[i], afterCols[i] = "to_jsonb(t."+col+")", "t."+col, "a."+col
+		keyCols[i], afterCols[i] = "t."+col, "a."+col
 	}
-	sql := "SELECT " + rowExpr + ", " + strings.Join(keyExprs, ", ") + " FROM " + table + " t"
+	sql := "SELECT " + snapshotSelect(r) + " FROM " + table + " t"
 	var args []any
 	if after != nil {
 		sql += " WHERE (" + strings.Join(keyCols, ", ") + ") > (SELECT " + strings.Join(afterCols, ", ") + " FROM jsonb_populate_record(NULL::" + table + ", $1::jsonb) a)"
