@@ -282,7 +282,7 @@ func (m *Mapper) snapshotPlanned(table mappings.TableName, r *kgo.Record) bool {
 	if string(op) != string(wire.OpRead) || len(lsn) == 0 {
 		return false
 	}
-	return m.planner.snapshotPlanned(table, string(lsn))
+	return m.planner.snapshotPlanned(table, lsn)
 }
 
 // resolveInDB runs the batch's lookups and truncation rebuilds in one

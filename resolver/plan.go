@@ -259,27 +259,41 @@ type planner struct {
 	// every table in it — but rebuild every document of the aggregates using
 	// the table, once per snapshot, like a TRUNCATE does.
 	snapshots map[string]bool
+	// planned is the last (table, snapshot LSN) snapshotPlanned said yes
+	// to: a snapshot's rows come table by table, so most rows ask the
+	// same. It holds until forget, as snapshots does.
+	planned struct {
+		table mappings.TableName
+		lsn   string
+	}
 }
 
 // forget drops the snapshot rebuilds planned so far. A rebuild is planned
 // before its refs are produced; when the batch fails, the session that
 // planned it ends and the next one must plan it again (otherwise its
 // snapshot rows would be skipped and its documents never built).
-func (p *planner) forget() { p.snapshots = nil }
+func (p *planner) forget() {
+	p.snapshots = nil
+	p.planned.table, p.planned.lsn = mappings.TableName{}, ""
+}
 
 // snapshotPlanned says whether the rebuild of every wanted aggregate that
 // uses table was already planned for the initial snapshot whose rows carry
 // commit LSN lsn: another row of that snapshot resolves to nothing.
-func (p *planner) snapshotPlanned(table mappings.TableName, lsn string) bool {
+func (p *planner) snapshotPlanned(table mappings.TableName, lsn []byte) bool {
+	if p.planned.lsn != "" && p.planned.table == table && p.planned.lsn == string(lsn) {
+		return true
+	}
 	routes := p.model.RoutesFor(table)
 	if len(routes) == 0 {
 		return false
 	}
 	for _, r := range routes {
-		if p.want(r.Aggregate) && !p.snapshots[r.Aggregate+"@"+lsn] {
+		if p.want(r.Aggregate) && !p.snapshots[r.Aggregate+"@"+string(lsn)] {
 			return false
 		}
 	}
+	p.planned.table, p.planned.lsn = table, string(lsn)
 	return true
 }
 

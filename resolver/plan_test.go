@@ -362,18 +362,21 @@ func TestPlanSnapshotRowsRebuildOncePerSnapshot(t *testing.T) {
 	}
 	n := len(first.truncated)
 	orders := mappings.TableName{Schema: "public", Name: "orders"}
-	if !p.snapshotPlanned(orders, "0/10") {
+	if !p.snapshotPlanned(orders, []byte("0/10")) {
 		t.Error("snapshotPlanned(orders, 0/10) = false after its rebuild was planned: every later row would be decoded")
 	}
-	if p.snapshotPlanned(orders, "0/20") {
+	if p.snapshotPlanned(orders, []byte("0/20")) {
 		t.Error("snapshotPlanned(orders, 0/20) = true: a new snapshot's first row would be skipped and its documents never rebuilt")
+	}
+	if !p.snapshotPlanned(orders, []byte("0/10")) || p.snapshotPlanned(orders, []byte("0/20")) {
+		t.Error("snapshotPlanned's remembered answer differs from the planned rebuilds")
 	}
 	// A failed batch ends its session; the next one forgets what it
 	// planned and rebuilds again from the first snapshot row it re-reads.
 	failed := *p
 	failed.snapshots = maps.Clone(p.snapshots)
 	failed.forget()
-	if failed.snapshotPlanned(orders, "0/10") {
+	if failed.snapshotPlanned(orders, []byte("0/10")) {
 		t.Error("snapshotPlanned after forget: a rebuild whose refs were never acknowledged would be skipped for good")
 	}
 	if replanned, err := failed.plan([]*wire.Change{row(1, "0/10")}); err != nil || len(replanned.truncated) != n {
