@@ -172,18 +172,7 @@ func BenchmarkPeersDocuments(b *testing.B) {
 // runDocs measures one tool on a fresh database.
 func runDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index string, n, changes, rate int, start docsPeer) docsResult {
 	b.Helper()
-	ctx := testenv.Ctx(b)
-	pg := testenv.Postgres(b)
-	pg.Exec(b, docsSchema)
-	pg.Exec(b, docsSeed(n))
-	dir := filepath.Join(b.TempDir(), name)
-	p, helper, started, setupCPU := start(b, pg, k, dir, index)
-	db0 := dbCPU(b, pg)
-	waitUntil(b, p, fmt.Sprintf("%s to make %d documents searchable in %s", name, n, index), 15*time.Minute, 200*time.Millisecond, func() (bool, error) {
-		c, err := esCount(ctx, es.URL, index)
-		return c >= n, err
-	})
-	res := docsResult{docs: n, load: time.Since(started), loadCPU: setupCPU + p.cpu(), loadDB: dbCPUSince(b, pg, db0)}
+	pg, p, helper, res := loadDocs(b, k, es, name, index, n, start)
 	b.Logf("%s: initial load of %d documents took %s", name, n, res.load.Round(time.Millisecond))
 	res.idle = idleCores(p)
 	res.fresh, res.freshCPU, res.freshDB = docsFreshness(b, pg, es.URL, index, p, n, changes, rate)
@@ -191,10 +180,7 @@ func runDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index s
 	if helper != nil {
 		res.helperCPU, res.helperRSS = helper.cpu(), helper.peakRSS()
 	}
-	p.stop()
-	if helper != nil {
-		helper.stop()
-	}
+	stopDocs(p, helper)
 	return res
 }
 
@@ -202,16 +188,29 @@ func runDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index s
 // database, not measured, and stops it.
 func warmDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index string, n int, start docsPeer) {
 	b.Helper()
+	_, p, helper, res := loadDocs(b, k, es, name+"-warm-up", index, n, start)
+	b.Logf("%s: warm-up load of %d documents took %s", name, n, res.load.Round(time.Millisecond))
+	stopDocs(p, helper)
+}
+
+// loadDocs seeds a fresh database with n customers, starts the tool on it
+// and waits until index counts n documents: the initial load's figures.
+func loadDocs(b *testing.B, k *testenv.KafkaEnv, es *testenv.ESEnv, name, index string, n int, start docsPeer) (*testenv.PG, *proc, *proc, docsResult) {
+	b.Helper()
 	ctx := testenv.Ctx(b)
 	pg := testenv.Postgres(b)
 	pg.Exec(b, docsSchema)
 	pg.Exec(b, docsSeed(n))
-	p, helper, started, _ := start(b, pg, k, filepath.Join(b.TempDir(), name+"-warm-up"), index)
-	waitUntil(b, p, fmt.Sprintf("%s to make %d documents searchable in %s (warm-up)", name, n, index), 15*time.Minute, 200*time.Millisecond, func() (bool, error) {
+	p, helper, started, setupCPU := start(b, pg, k, filepath.Join(b.TempDir(), name), index)
+	db0 := dbCPU(b, pg)
+	waitUntil(b, p, fmt.Sprintf("%s to make %d documents searchable in %s", name, n, index), 15*time.Minute, 200*time.Millisecond, func() (bool, error) {
 		c, err := esCount(ctx, es.URL, index)
 		return c >= n, err
 	})
-	b.Logf("%s: warm-up load of %d documents took %s", name, n, time.Since(started).Round(time.Millisecond))
+	return pg, p, helper, docsResult{docs: n, load: time.Since(started), loadCPU: setupCPU + p.cpu(), loadDB: dbCPUSince(b, pg, db0)}
+}
+
+func stopDocs(p, helper *proc) {
 	p.stop()
 	if helper != nil {
 		helper.stop()
