@@ -506,13 +506,13 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 func BenchmarkInitialLoad(b *testing.B) {
 	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 5000))
 	d.warmUp(b, true)
-	first := d.untimedLoad(b)
+	first := d.untimedLoads(b)
 	ctx := testenv.Ctx(b)
 	addr := testenv.FreePort(b)
 	config := d.config(b, "run.yaml", d.k.Prefix, d.es.URL, addr)
 	resWaitESQuiet(b, d.es)
 
-	start, servers0, es0 := time.Now(), readServerCPU(), readESStats(d.es)
+	start, servers0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
 	run := testenv.Start(b, "decant run", d.logPath("run"), testenv.DecantCmd(b, nil, "run", "--config", config))
 	profiled := docsProfile(b, addr, "initial-load", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 	d.waitLoaded(b, run, func() (bool, error) {
@@ -523,6 +523,7 @@ func BenchmarkInitialLoad(b *testing.B) {
 	cpu := freshCPU(b, run.Pid())
 	servers, serversSum := readServerCPU().since(servers0)
 	esWork := readESStats(d.es).since(es0)
+	jit, _ := readJITCPU().since(jit0)
 	snapshot, slot := docsSnapshotTook(run), docsLoggedSince(run, docsSlotCreated, start)
 	requests, parts := docsBulkRequests(addr)
 	mapBatches, _ := resMetric(addr, "decant_resolver_map_batch_seconds_count")
@@ -585,13 +586,13 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f kafka_requests=%s plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s\n",
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f kafka_requests=%s plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s jit_decant_run=%s jit_ceiling=%s\n",
 		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), side.cell, ours/theirs, took.Seconds(), first.Seconds(), slot.Seconds(), snapshot.Seconds(), cpu,
 		ceiling.Seconds(), side.streamTook.Seconds(), side.streamSlot.Seconds(), side.bulkTook.Seconds(), best, best.took.Seconds(), len(sides),
 		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(ceiling, serversSum+cpu),
 		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), requests, parts, mapBatches, statements, kafkaRequests,
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
-		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, side.es)
+		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, side.es, cmp.Or(jit, "none"), cmp.Or(side.jit, "none"))
 }
 
 // sideBySide is one run of the initial load's ceiling: the raw snapshot
@@ -602,6 +603,7 @@ type sideBySide struct {
 	servers                          string  // the servers' CPU over the run
 	serversSum, streamCPU            float64 // its sum, and decant stream's, seconds
 	es                               string  // Elasticsearch's work over the run
+	jit                              string  // the JVMs' compilers' CPU over the run (readJITCPU)
 }
 
 // took is the run's time: until both are done.
@@ -663,7 +665,7 @@ func (d *docsBench) snapshotBesideBulk(b *testing.B, docs []wire.Document, cell 
 	resWaitESQuiet(b, d.es)
 	s := sideBySide{cell: cell}
 	bulkDone := make(chan error, 1)
-	start, servers0, es0 := time.Now(), readServerCPU(), readESStats(d.es)
+	start, servers0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
 	stream := testenv.Start(b, "decant stream", d.logPath("stream-"+cell.String()), testenv.DecantCmd(b, nil, "stream", "--config", streamConfig))
 	go func() {
 		err := idxBulkLoad(ctx, d.es, index, docs, cell.mb<<20, cell.workers)
@@ -686,6 +688,7 @@ func (d *docsBench) snapshotBesideBulk(b *testing.B, docs []wire.Document, cell 
 	}
 	s.servers, s.serversSum = readServerCPU().since(servers0)
 	s.es = readESStats(d.es).since(es0)
+	s.jit, _ = readJITCPU().since(jit0)
 	s.streamCPU = freshCPU(b, stream.Pid())
 	if code := stream.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant stream exited %d after SIGTERM; log:\n%s", code, stream.Tail(40))

@@ -23,22 +23,8 @@ import (
 type serverCPU map[string]float64
 
 func readServerCPU() serverCPU {
-	dir := os.Getenv("DECANT_INFRA_DIR")
-	if dir == "" {
-		dir = "/tmp/decant-infra"
-	}
 	out := serverCPU{}
-	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue
-		}
-		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+	for name, pid := range serverPids() {
 		own, children, ok := procCPU(pid)
 		if !ok {
 			continue
@@ -57,9 +43,71 @@ func readServerCPU() serverCPU {
 	return out
 }
 
+// serverPids maps each test server's name (es, kafka, opensearch, pg) to
+// the pid e2e/infra wrote for it.
+func serverPids() map[string]int {
+	dir := os.Getenv("DECANT_INFRA_DIR")
+	if dir == "" {
+		dir = "/tmp/decant-infra"
+	}
+	out := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+	}
+	return out
+}
+
+// readJITCPU is the CPU time, in seconds, the JIT compilers of each test
+// server's JVM have used: its threads named "C1 CompilerThread…" and "C2
+// CompilerThread…" (HotSpot's), read per thread from /proc. A JVM compiles
+// the code paths a workload takes as it first runs them, on the same cores;
+// what its compilers spend inside a timed run is warm-up, not the work.
+func readJITCPU() serverCPU {
+	out := serverCPU{}
+	for name, pid := range serverPids() {
+		if name == "pg" {
+			continue
+		}
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		var t float64
+		for _, task := range tasks {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", pid, task.Name()))
+			if err != nil || !isJITThread(string(comm)) {
+				continue
+			}
+			if own, _, ok := statCPU(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name())); ok {
+				t += own
+			}
+		}
+		out[name] = t
+	}
+	return out
+}
+
+// isJITThread says whether comm (a thread's name as /proc shows it, cut to
+// 15 bytes) is one of HotSpot's compiler threads.
+func isJITThread(comm string) bool {
+	return strings.HasPrefix(comm, "C1 CompilerThre") || strings.HasPrefix(comm, "C2 CompilerThre")
+}
+
 // procCPU reads utime+stime and cutime+cstime of pid, in seconds.
 func procCPU(pid int) (own, children float64, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return statCPU(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// statCPU reads utime+stime and cutime+cstime, in seconds, from a stat
+// file of /proc (a process's or one thread's).
+func statCPU(path string) (own, children float64, ok bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0, false
 	}
