@@ -199,14 +199,15 @@ func docsKafkaTxnRound(ctx context.Context, k *testenv.KafkaEnv, topic string, d
 // ceiling's runs after them (docs/performance.md, "Twentieth pass"). With these loads first, the
 // timed load and the ceiling both run on servers that have done the work.
 //
-// Once is not always enough: read per thread, Kafka's compilers still
-// spent 2.2 CPU-seconds inside the timed load after one untimed load and
-// 1.0 after three, Elasticsearch's 1.0 and 0.7, while in the ceiling's
-// runs after them they spent 0.1–0.6 (docs/performance.md, "Twenty-sixth
-// pass"). So the loads repeat, up to docsUntimedMax, until the JVMs'
-// compilers (readJITCPU) spend under docsJITSettled in one of them; the
-// BENCH line reports what they spent in the timed load and the ceiling.
-// It returns the first load's time.
+// Once is not enough: read per thread, the JVMs' compilers (Kafka's and
+// Elasticsearch's) spent 3.2 CPU-seconds inside the timed load after one
+// untimed load, while in the ceiling's runs after it they spent 0.1–0.6;
+// on servers just started, four untimed loads cost them 8.7, 3.8, 2.7 and
+// 1.9, and the timed load after them 1.5 (docs/performance.md,
+// "Twenty-sixth pass"). So the loads repeat, up to docsUntimedMax, until
+// the compilers (readJITCPU) spend under docsJITSettled in one of them;
+// the BENCH line reports what they spent in the timed load and in the
+// ceiling. It returns the first load's time.
 func (d *docsBench) untimedLoads(b *testing.B) time.Duration {
 	b.Helper()
 	var first time.Duration
