@@ -200,8 +200,8 @@ func docsKafkaTxnRound(ctx context.Context, k *testenv.KafkaEnv, topic string, d
 // timed load and the ceiling both run on servers that have done the work.
 //
 // Once is not enough: read per thread, the JVMs' compilers (Kafka's and
-// Elasticsearch's) spent 3.2 CPU-seconds inside the timed load after one
-// untimed load, while in the ceiling's runs after it they spent 0.1–0.6;
+// Elasticsearch's) spent 3.7 CPU-seconds inside the timed load after one
+// untimed load, while in the ceiling's runs after it they spent 0.2–0.6;
 // on servers just started, four untimed loads cost them 8.7, 3.8, 2.7 and
 // 1.9, and the timed load after them 1.5 (docs/performance.md,
 // "Twenty-sixth pass"). So the loads repeat, up to docsUntimedMax, until
