@@ -71,6 +71,9 @@ func serverPids() map[string]int {
 // CompilerThread…" (HotSpot's), read per thread from /proc. A JVM compiles
 // the code paths a workload takes as it first runs them, on the same cores;
 // what its compilers spend inside a timed run is warm-up, not the work.
+// HotSpot stops extra compiler threads when they idle, and a stopped
+// thread's time leaves the sum: a difference of two readings is a lower
+// bound of what the compilers spent between them.
 func readJITCPU() serverCPU {
 	out := serverCPU{}
 	for name, pid := range serverPids() {
