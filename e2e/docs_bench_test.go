@@ -370,6 +370,7 @@ type docsBulk struct {
 	cpu         string  // the servers' CPU over the load (serverCPU.since)
 	cpuSum      float64 // its sum, seconds
 	es          string  // Elasticsearch's work over the load (esNodeStats.since)
+	jit         string  // the JVMs' JIT compilers' CPU over the load (readJITCPU)
 }
 
 func (l docsBulk) String() string { return fmt.Sprintf("%dMBx%d", l.mb, l.workers) }
@@ -458,7 +459,7 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 		for _, w := range []int{2, 4, 8} {
 			index := d.freshIndex(b, fmt.Sprintf("%s-grid-%d-%d", d.es.Prefix, mb, w), load)
 			resWaitESQuiet(b, d.es)
-			start, cpu0 := time.Now(), readServerCPU()
+			start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
 			if err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w); err != nil {
 				// Elasticsearch refused part of the load (429: its write
 				// queue is full): a load that drops documents is no ceiling.
@@ -469,6 +470,8 @@ func (d *docsBench) bulkGrid(b *testing.B, docs []wire.Document, load bool) (bes
 			docsRefresh(b, d.es, index)
 			l := docsBulk{mb: mb, workers: w, took: time.Since(start)}
 			l.cpu, l.cpuSum = readServerCPU().since(cpu0)
+			l.es = readESStats(d.es).since(es0)
+			l.jit, _ = readJITCPU().since(jit0)
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l

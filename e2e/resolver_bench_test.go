@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -50,7 +51,8 @@ aggregates:
 // cell of the documents benchmarks' grid (requests of 1/5/10 MB × 2/4/8 in
 // flight), and takes the fastest as the ceiling (building the documents
 // is not timed). The servers are warmed up first, as in the documents
-// benchmarks (docsBench.warmUp). It prints one
+// benchmarks (docsBench.warmUp), and then by untimed backfills until the
+// JVMs' compilers settle (resUntimedBackfills). It prints one
 // line starting with "BENCH backfill" with both rates and their ratio
 // (target ≥ 0.7).
 //
@@ -109,17 +111,22 @@ func BenchmarkBackfill(b *testing.B) {
 	// paid their compilers (0.49 against 0.84 one run later on the same
 	// code, docs/performance.md, "Thirteenth pass").
 	grid.warmUp(b, true)
+	resUntimedBackfills(ctx, b, cfg, pool, model, es, spec)
 	var pipeline, bulk time.Duration
 	var cell docsBulk
-	var servers string // each server's CPU over the last round's backfill
-	var cpuSum float64 // every server's and this process's CPU over the backfills
+	var servers string            // each server's CPU over the last round's backfill
+	var esWork string             // what Elasticsearch did over it
+	var jitRun, jitCeiling string // the JVMs' JIT compilers' CPU over it and over the ceiling's cell
+	var cpuSum float64            // every server's and this process's CPU over the backfills
 	rounds := 0
 	for b.Loop() {
 		rounds++
 		resWaitESQuiet(b, es)
-		start, servers0, own0 := time.Now(), readServerCPU(), freshCPU(b, os.Getpid())
+		start, servers0, own0, es0, jit0 := time.Now(), readServerCPU(), freshCPU(b, os.Getpid()), readESStats(es), readJITCPU()
 		bf := resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
 		pipeline += time.Since(start)
+		esWork = readESStats(es).since(es0)
+		jitRun, _ = readJITCPU().since(jit0)
 		own := freshCPU(b, os.Getpid()) - own0
 		var sum float64
 		servers, sum = readServerCPU().since(servers0)
@@ -130,6 +137,7 @@ func BenchmarkBackfill(b *testing.B) {
 		}
 		cell, _ = grid.bulkGrid(b, docs, false)
 		bulk += cell.took
+		jitCeiling = cell.jit
 	}
 	if err := ess.Refresh(ctx, agg.Name); err != nil {
 		b.Fatal(err)
@@ -146,10 +154,57 @@ func BenchmarkBackfill(b *testing.B) {
 	// As in the documents benchmarks: the share of the cores the
 	// backfill kept busy, and the ratio it would reach doing the same work
 	// with every core busy all the time.
-	fmt.Printf("BENCH backfill aggregates=%d sinks=%s decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, best of the grid, last %s) ratio=%.2f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f\n",
+	fmt.Printf("BENCH backfill aggregates=%d sinks=%s decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, best of the grid, last %s) ratio=%.2f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s es_work=%s es_work_ceiling=%s jit_backfill=%s jit_ceiling=%s\n",
 		n, sinks, ours, pipeline.Seconds()/float64(rounds), theirs, bulk.Seconds()/float64(rounds), cell, ours/theirs,
-		servers, cpuBusy(cpuSum, pipeline), atFullCPU(bulk, cpuSum))
+		servers, cpuBusy(cpuSum, pipeline), atFullCPU(bulk, cpuSum), cell.cpu, esWork, cell.es, jitRun, jitCeiling)
 }
+
+// resUntimedBackfills backfills every aggregate before the clock starts,
+// once or more, until the JVMs' JIT compilers spend under docsJITSettled
+// CPU-seconds in one backfill (at most resUntimedBackfillsMax). Each
+// backfill, and the timed one after them, writes into a new empty index,
+// so that each writes new documents as the ceiling's direct load does
+// (rewriting the documents of an earlier backfill costs Elasticsearch
+// more with each round). The documents benchmarks' warm-up alone left
+// Elasticsearch compiling during the timed backfill of a first run on new
+// servers, while the grid after it found its JVM warm (docs/performance.md,
+// "Twenty-seventh pass").
+func resUntimedBackfills(ctx context.Context, b *testing.B, cfg resolver.Config, pool *pgxpool.Pool, model *mappings.Model, es *testenv.ESEnv, spec indexer.IndexSpec) {
+	b.Helper()
+	for i := range resUntimedBackfillsMax {
+		resNewIndex(ctx, b, es, spec)
+		resWaitESQuiet(b, es)
+		start, jit0 := time.Now(), readJITCPU()
+		resBackfill(ctx, b, cfg, pool, model, spec.Aggregate, 0)
+		jit, sum := readJITCPU().since(jit0)
+		b.Logf("untimed backfill %d (JVMs' warm-up): %.2fs, JIT compilers %.1f CPU-seconds (%s)", i+1, time.Since(start).Seconds(), sum, jit)
+		if sum < docsJITSettled {
+			break
+		}
+	}
+	resNewIndex(ctx, b, es, spec)
+}
+
+// resNewIndex replaces spec's concrete index with a new empty one under the
+// same name and alias.
+func resNewIndex(ctx context.Context, b *testing.B, es *testenv.ESEnv, spec indexer.IndexSpec) {
+	b.Helper()
+	res, err := esapi.IndicesDeleteRequest{Index: []string{spec.IndexName()}}.Do(ctx, es.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Body.Close()
+	if res.IsError() && res.StatusCode != 404 {
+		b.Fatalf("delete %s: %s", spec.IndexName(), res.Status())
+	}
+	if _, err := indexer.EnsureIndex(ctx, es.Client, spec); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// resUntimedBackfillsMax is how many untimed backfills resUntimedBackfills
+// runs at most.
+const resUntimedBackfillsMax = 3
 
 // resBenchDocs builds the documents of ids 1..n with the aggregate's
 // Build statement, 5000 ids per statement (not timed: the ceiling is the
