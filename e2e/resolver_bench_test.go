@@ -111,7 +111,13 @@ func BenchmarkBackfill(b *testing.B) {
 	// paid their compilers (0.49 against 0.84 one run later on the same
 	// code, docs/performance.md, "Thirteenth pass").
 	grid.warmUp(b, true)
-	resUntimedBackfills(ctx, b, cfg, pool, model, es, spec)
+	// Each backfill, untimed or timed, writes into a new empty index, so
+	// that each writes new documents as the ceiling's direct load does.
+	newIndex := func() {
+		grid.deleteIndex(b, spec.IndexName())
+		grid.freshIndex(b, agg.Index, false)
+	}
+	resUntimedBackfills(ctx, b, cfg, pool, model, es, agg.Name, newIndex)
 	var pipeline, bulk time.Duration
 	var cell docsBulk
 	var servers string            // each server's CPU over the last round's backfill
@@ -121,9 +127,7 @@ func BenchmarkBackfill(b *testing.B) {
 	rounds := 0
 	for b.Loop() {
 		rounds++
-		if rounds > 1 { // a new index again: the last round's documents are in it
-			resNewIndex(ctx, b, es, spec)
-		}
+		newIndex()
 		resWaitESQuiet(b, es)
 		start, servers0, own0, es0, jit0 := time.Now(), readServerCPU(), freshCPU(b, os.Getpid()), readESStats(es), readJITCPU()
 		bf := resBackfill(ctx, b, cfg, pool, model, agg.Name, 0)
@@ -164,44 +168,25 @@ func BenchmarkBackfill(b *testing.B) {
 
 // resUntimedBackfills backfills every aggregate before the clock starts,
 // once or more, until the JVMs' JIT compilers spend under docsJITSettled
-// CPU-seconds in one backfill (at most resUntimedBackfillsMax). Each
-// backfill, and the timed one after them, writes into a new empty index,
-// so that each writes new documents as the ceiling's direct load does
-// (rewriting the documents of an earlier backfill costs Elasticsearch
-// more with each round). The documents benchmarks' warm-up alone left
+// CPU-seconds in one backfill (at most resUntimedBackfillsMax), calling
+// newIndex before each: rewriting the documents of an earlier backfill
+// costs Elasticsearch more with each round, and the ceiling's direct load
+// writes new documents. The documents benchmarks' warm-up alone left
 // Elasticsearch compiling during the timed backfill of a first run on new
 // servers, while the grid after it found its JVM warm (docs/performance.md,
 // "Twenty-seventh pass").
-func resUntimedBackfills(ctx context.Context, b *testing.B, cfg resolver.Config, pool *pgxpool.Pool, model *mappings.Model, es *testenv.ESEnv, spec indexer.IndexSpec) {
+func resUntimedBackfills(ctx context.Context, b *testing.B, cfg resolver.Config, pool *pgxpool.Pool, model *mappings.Model, es *testenv.ESEnv, aggregate string, newIndex func()) {
 	b.Helper()
 	for i := range resUntimedBackfillsMax {
-		resNewIndex(ctx, b, es, spec)
+		newIndex()
 		resWaitESQuiet(b, es)
 		start, jit0 := time.Now(), readJITCPU()
-		resBackfill(ctx, b, cfg, pool, model, spec.Aggregate, 0)
+		resBackfill(ctx, b, cfg, pool, model, aggregate, 0)
 		jit, sum := readJITCPU().since(jit0)
 		b.Logf("untimed backfill %d (JVMs' warm-up): %.2fs, JIT compilers %.1f CPU-seconds (%s)", i+1, time.Since(start).Seconds(), sum, jit)
 		if sum < docsJITSettled {
 			break
 		}
-	}
-	resNewIndex(ctx, b, es, spec)
-}
-
-// resNewIndex replaces spec's concrete index with a new empty one under the
-// same name and alias.
-func resNewIndex(ctx context.Context, b *testing.B, es *testenv.ESEnv, spec indexer.IndexSpec) {
-	b.Helper()
-	res, err := esapi.IndicesDeleteRequest{Index: []string{spec.IndexName()}}.Do(ctx, es.Client)
-	if err != nil {
-		b.Fatal(err)
-	}
-	res.Body.Close()
-	if res.IsError() && res.StatusCode != 404 {
-		b.Fatalf("delete %s: %s", spec.IndexName(), res.Status())
-	}
-	if _, err := indexer.EnsureIndex(ctx, es.Client, spec); err != nil {
-		b.Fatal(err)
 	}
 }
 
