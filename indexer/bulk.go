@@ -13,6 +13,7 @@ import (
 // so sending is pure, retryable I/O.
 type action struct {
 	doc    int    // index into the Write's documents
+	id     string // _id
 	target string // _index: the alias, or the concrete index of a reindex in progress
 	next   bool   // target is the reindex's new index, not the alias
 	delete bool

@@ -259,15 +259,15 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 		if err != nil {
 			return err
 		}
-		add(action{doc: i, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)}, id)
+		add(action{doc: i, id: id, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)}, id)
 		if t.next != "" {
-			add(action{doc: i, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)}, id)
+			add(action{doc: i, id: id, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)}, id)
 		}
 	}
 
 	backoff := s.cfg.RetryBackoff
-	for round := 0; len(acts) > 0; round++ {
-		retry, why, err := s.send(ctx, docs, acts, &dead)
+	for round, pending := 0, acts; len(pending) > 0; round++ {
+		retry, why, err := s.send(ctx, docs, pending, &dead)
 		if err != nil {
 			return err
 		}
@@ -285,7 +285,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 			return err
 		}
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
-		acts = retry
+		pending = retry
 		s.forgetTargets() // an alias may have been recreated or a reindex finished
 	}
 
@@ -302,7 +302,7 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 		d := &docs[a.doc]
 		switch {
 		case a.next:
-		case d.Version < docs[acts[at[a.target+"\x00"+mustID(d)]].doc].Version:
+		case d.Version < docs[acts[at[a.target+"\x00"+a.id]].doc].Version:
 			s.stats.conflicts.Add(1)
 			s.met.conflicts.WithLabelValues(s.kind, d.Aggregate).Inc()
 		case d.Deleted:
@@ -315,12 +315,6 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	}
 	s.met.latency.WithLabelValues(s.kind).Observe(time.Since(started).Seconds())
 	return nil
-}
-
-// mustID is the _id of a document whose id DocumentID already accepted.
-func mustID(d *wire.Document) string {
-	id, _ := DocumentID(d.ID)
-	return id
 }
 
 // send sends actions in bulk requests of at most BulkActions and BulkBytes,

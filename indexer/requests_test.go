@@ -87,3 +87,75 @@ func TestESSinkBoundsRequestsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestESSinkCountsSupersededAfterRetry: a Write sends one action per _id
+// (the newer version of a duplicate, in the place of the first), and when
+// a retry round resent only some of them, the superseded duplicate is
+// still counted against the action kept for its _id (a conflict), not
+// against whichever action the retry left at that position (that read
+// past the end of the retried actions and panicked).
+func TestESSinkCountsSupersededAfterRetry(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		requests [][]string // the _ids of each bulk request, in order
+		refused  = map[string]bool{"9": true}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Elastic-Product", "Elasticsearch")
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.URL.Path, "_alias") {
+			fmt.Fprint(w, `{"idx":{"aliases":{"docs":{}}}}`)
+			return
+		}
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(r.Body)
+		lines := strings.Split(strings.TrimSuffix(body.String(), "\n"), "\n")
+		var ids, items []string
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 0; i < len(lines); i += 2 {
+			var a map[string]struct {
+				ID string `json:"_id"`
+			}
+			if err := json.Unmarshal([]byte(lines[i]), &a); err != nil {
+				t.Errorf("action line %q: %v", lines[i], err)
+			}
+			id := a["index"].ID
+			ids = append(ids, id)
+			if refused[id] {
+				delete(refused, id) // once
+				items = append(items, `{"index":{"_index":"idx","status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}}`)
+				continue
+			}
+			items = append(items, `{"index":{"_index":"idx","status":201,"result":"created"}}`)
+		}
+		requests = append(requests, ids)
+		fmt.Fprintf(w, `{"errors":true,"items":[%s]}`, strings.Join(items, ","))
+	}))
+	defer srv.Close()
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewESSink(ESSinkConfig{Client: es, Aliases: map[string]string{"doc": "docs"},
+		Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, RetryBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	doc := func(id int, v uint64) wire.Document {
+		return wire.Document{Aggregate: "doc", ID: json.RawMessage(fmt.Sprintf(`{"id":%d}`, id)), Version: v, Doc: json.RawMessage(`{"a":1}`)}
+	}
+	// 5 at version 1 is superseded by 5 at version 2 in the same write.
+	if err := s.Write(context.Background(), []wire.Document{doc(9, 1), doc(5, 1), doc(7, 1), doc(5, 2), doc(12, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"9", "5", "7", "12"}, {"9"}}
+	if fmt.Sprint(requests) != fmt.Sprint(want) {
+		t.Errorf("bulk requests carried _ids %v, want %v (one per _id, then the refused one again)", requests, want)
+	}
+	st := s.Stats()
+	if st.Written != 4 || st.Conflicts != 1 || st.Retries != 1 {
+		t.Errorf("stats %+v: want 4 written, 1 conflict (5 at version 1), 1 retry round", st)
+	}
+}
