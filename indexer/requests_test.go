@@ -29,13 +29,7 @@ func TestESSinkBoundsRequestsInFlight(t *testing.T) {
 	for _, limit := range []int{1, 3} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			var now, peak atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("X-Elastic-Product", "Elasticsearch")
-				w.Header().Set("Content-Type", "application/json")
-				if strings.Contains(r.URL.Path, "_alias") {
-					fmt.Fprint(w, `{"idx":{"aliases":{"docs":{}}}}`)
-					return
-				}
+			s := stubESSink(t, ESSinkConfig{MaxRequests: limit}, func(w http.ResponseWriter, r *http.Request) {
 				n := now.Add(1)
 				defer now.Add(-1)
 				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -49,18 +43,7 @@ func TestESSinkBoundsRequestsInFlight(t *testing.T) {
 					items[i] = `{"index":{"_index":"idx","status":201,"result":"created"}}`
 				}
 				fmt.Fprintf(w, `{"errors":false,"items":[%s]}`, strings.Join(items, ","))
-			}))
-			defer srv.Close()
-			es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := NewESSink(ESSinkConfig{Client: es, Aliases: map[string]string{"doc": "docs"},
-				Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, MaxRequests: limit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			})
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for i := range 8 {
@@ -100,13 +83,7 @@ func TestESSinkCountsSupersededAfterRetry(t *testing.T) {
 		requests [][]string // the _ids of each bulk request, in order
 		refused  = map[string]bool{"9": true}
 	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Elastic-Product", "Elasticsearch")
-		w.Header().Set("Content-Type", "application/json")
-		if strings.Contains(r.URL.Path, "_alias") {
-			fmt.Fprint(w, `{"idx":{"aliases":{"docs":{}}}}`)
-			return
-		}
+	s := stubESSink(t, ESSinkConfig{RetryBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
 		_, _ = body.ReadFrom(r.Body)
 		lines := strings.Split(strings.TrimSuffix(body.String(), "\n"), "\n")
@@ -131,18 +108,7 @@ func TestESSinkCountsSupersededAfterRetry(t *testing.T) {
 		}
 		requests = append(requests, ids)
 		fmt.Fprintf(w, `{"errors":true,"items":[%s]}`, strings.Join(items, ","))
-	}))
-	defer srv.Close()
-	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewESSink(ESSinkConfig{Client: es, Aliases: map[string]string{"doc": "docs"},
-		Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, RetryBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	})
 	doc := func(id int, v uint64) wire.Document {
 		return wire.Document{Aggregate: "doc", ID: json.RawMessage(fmt.Sprintf(`{"id":%d}`, id)), Version: v, Doc: json.RawMessage(`{"a":1}`)}
 	}
@@ -158,4 +124,34 @@ func TestESSinkCountsSupersededAfterRetry(t *testing.T) {
 	if st.Written != 4 || st.Conflicts != 1 || st.Retries != 1 {
 		t.Errorf("stats %+v: want 4 written, 1 conflict (5 at version 1), 1 retry round", st)
 	}
+}
+
+// stubESSink is an ESSink (aggregate "doc" behind alias "docs", cfg's
+// other settings) on a stand-in Elasticsearch: alias look-ups answer that
+// "docs" points at "idx", every other request goes to bulk. Both close
+// when the test ends.
+func stubESSink(t *testing.T, cfg ESSinkConfig, bulk http.HandlerFunc) *ESSink {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Elastic-Product", "Elasticsearch")
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.URL.Path, "_alias") {
+			fmt.Fprint(w, `{"idx":{"aliases":{"docs":{}}}}`)
+			return
+		}
+		bulk(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	es, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Client, cfg.Aliases = es, map[string]string{"doc": "docs"}
+	cfg.Kafka = []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+	s, err := NewESSink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
