@@ -228,8 +228,8 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 	// version (a duplicate), written.
 	at := make(map[string]int, len(docs))
 	var superseded []action
-	add := func(a action, id string) {
-		k := a.target + "\x00" + id
+	add := func(a action) {
+		k := a.target + "\x00" + a.id
 		j, ok := at[k]
 		if !ok {
 			at[k] = len(acts)
@@ -259,9 +259,9 @@ func (s *ESSink) Write(ctx context.Context, docs []wire.Document) error {
 		if err != nil {
 			return err
 		}
-		add(action{doc: i, id: id, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)}, id)
+		add(action{doc: i, id: id, target: alias, delete: d.Deleted, body: encodeAction(d, id, alias, true)})
 		if t.next != "" {
-			add(action{doc: i, id: id, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)}, id)
+			add(action{doc: i, id: id, target: t.next, next: true, delete: d.Deleted, body: encodeAction(d, id, t.next, false)})
 		}
 	}
 
