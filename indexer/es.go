@@ -341,7 +341,8 @@ func (s *ESSink) send(ctx context.Context, docs []wire.Document, acts []action, 
 	return retry, why, nil
 }
 
-var bulkFilter = []string{"items.*._index", "items.*.status", "items.*.result", "items.*.error"}
+// bulkFilter is what classify reads of each item: its status and error.
+var bulkFilter = []string{"items.*.status", "items.*.error"}
 
 func (s *ESSink) sendChunk(ctx context.Context, docs []wire.Document, acts []action, dead *[]wire.DeadLetter) (retry []action, why string, err error) {
 	// Sized once: growing a bulk body of megabytes by doubling cleared and

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -399,4 +400,85 @@ func fullGuard(size, n int) (*versionGuard, [][]byte) {
 		g.admit("decant.agg.customer", k, 1)
 	}
 	return g, keys
+}
+
+// FuzzScanBulkStatuses: whatever scanBulkStatuses reads, encoding/json
+// reads too, to the same items.
+func FuzzScanBulkStatuses(f *testing.F) {
+	for _, s := range []string{
+		`{"items":[{"index":{"status":201}},{"delete":{"status":404}},{"create":{"status":200}},{"update":{"status":200}}]}`,
+		`{"items":[]}`,
+		`{"items":[{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"x"}}}]}`,
+		`{"items":[{"INDEX":{"status":201}}]}`,
+		`{"items":[{"index":{"status":099}}]}`,
+		`{"items":[{"index":{"status":201}} ]}`,
+	} {
+		f.Add([]byte(s), 1)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, n int) {
+		got, ok := scanBulkStatuses(body, n)
+		if !ok {
+			return
+		}
+		want, err := decodeBulkResponse(body, n)
+		if err != nil {
+			t.Fatalf("scanned %q, which encoding/json refuses: %v", body, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scanned %q as %+v, encoding/json reads %+v", body, got, want)
+		}
+	})
+}
+
+func TestScanBulkStatuses(t *testing.T) {
+	body := []byte(`{"items":[{"index":{"status":201}},{"delete":{"status":404}},{"create":{"status":200}},{"update":{"status":503}}]}`)
+	items, ok := scanBulkStatuses(body, 4)
+	if !ok {
+		t.Fatal("a filtered response of four items was not scanned")
+	}
+	if want := []bulkItem{{Status: 201}, {Status: 404}, {Status: 200}, {Status: 503}}; !reflect.DeepEqual(items, want) {
+		t.Fatalf("items = %+v, want %+v", items, want)
+	}
+	for _, refused := range []string{
+		`{"items":[{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"x"}}}]}`, // an error: encoding/json reads it
+		`{"items":[{"index":{"status":201}}]}`,                                   // one item for two actions
+		`{"took":1,"items":[{"index":{"status":201}},{"index":{"status":201}}]}`, // not filtered
+		`{"items":[{"index":{"status":201}},{"index":{"status":2010}}]}`,
+		`{"items":[{"index":{"status":201}},{"index":{"status":201}}]}x`,
+	} {
+		if _, ok := scanBulkStatuses([]byte(refused), 2); ok {
+			t.Errorf("scanned %s", refused)
+		}
+	}
+	// What the scanner refuses, parseBulkResponse still reads.
+	items, err := parseBulkResponse([]byte(`{"items":[{"index":{"status":201}},{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"x"}}}]}`), 2)
+	if err != nil || items[1].Status != 409 || items[1].Error == nil || items[1].Error.Type != "version_conflict_engine_exception" {
+		t.Fatalf("parseBulkResponse of a conflict = %+v, %v", items, err)
+	}
+}
+
+// BenchmarkParseBulkResponse reads the filtered response of a bulk
+// request of 2,000 documents, all written.
+func BenchmarkParseBulkResponse(b *testing.B) {
+	body := []byte(`{"items":[`)
+	for i := range 2000 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"index":{"status":201}}`...)
+	}
+	body = append(body, "]}"...)
+	for _, c := range []struct {
+		name  string
+		parse func([]byte, int) ([]bulkItem, error)
+	}{{"scan", parseBulkResponse}, {"encoding-json", decodeBulkResponse}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := c.parse(body, 2000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -140,5 +141,141 @@ func TestAsyncCommits(t *testing.T) {
 	commits.waitInto(&loopErr)
 	if loopErr != first {
 		t.Fatalf("waitInto replaced the loop's error with %v", loopErr)
+	}
+}
+
+// TestConsumeCommitsTogetherUnderBacklog: consume commits the offsets of
+// consecutive batches together while more records are already fetched,
+// at once for a batch with nothing behind it, and before the session
+// ends: after a handled batch whose successor failed, and on a stop. It
+// checks the broker's committed offsets, and counts the OffsetCommit
+// requests kfake receives.
+func TestConsumeCommitsTogetherUnderBacklog(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var commitRequests atomic.Int64
+	c.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		commitRequests.Add(1)
+		c.KeepControl()
+		return nil, nil, false
+	})
+	committedAt := func() int64 {
+		t.Helper()
+		offs, err := kadm.NewClient(prod).FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := int64(0)
+		offs.Each(func(o kadm.OffsetResponse) { at = max(at, o.At) })
+		return at
+	}
+	// session runs consume until handled reaches stopAt, or until handle
+	// fails at failAt; it returns consume's error and the batches handled.
+	session := func(stopAt, failAt int64, pause time.Duration) (error, int) {
+		t.Helper()
+		cl, err := groupClient([]kgo.Opt{seeds}, "g", []string{"raw"}, 10*time.Second, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer leaveGroup(cl)
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		batches := 0
+		var handled int64
+		gens := &generations{c: prometheus.NewCounter(prometheus.CounterOpts{Name: "g"})}
+		err = consume(sctx, cl, gens, 50, func(recs []*kgo.Record) (int64, error) {
+			for _, r := range recs {
+				if r.Offset == failAt {
+					return 0, errors.New("this batch fails")
+				}
+			}
+			time.Sleep(pause)
+			batches++
+			return 0, nil
+		}, func(recs []*kgo.Record, _ int64) {
+			handled = recs[len(recs)-1].Offset + 1
+			if handled >= stopAt {
+				stop()
+			}
+		})
+		return err, batches
+	}
+
+	// A backlog of 4,000 records, 50 a batch, 2 ms each: 80 batches
+	// handled in about 160 ms, committed together in a few requests, and
+	// all of them once consume stopped.
+	produce(0, 4000)
+	err, batches := session(4000, -1, 2*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := committedAt(); got != 4000 {
+		t.Fatalf("committed up to %d after a stop, want 4000 (every handled record)", got)
+	}
+	t.Logf("%d offset commits for %d batches under a backlog", commitRequests.Load(), batches)
+	if n := commitRequests.Load(); n == 0 || n > int64(batches)/4 {
+		t.Fatalf("%d offset commits for %d batches under a backlog, want between 1 and a quarter of them", n, batches)
+	}
+
+	// A trickle: one record at a time, each handled alone and committed
+	// at once, without waiting for commitEvery.
+	produce(4000, 4001)
+	commitRequests.Store(0)
+	done := make(chan error, 1)
+	go func() {
+		err, _ := session(4005, -1, 0)
+		done <- err
+	}()
+	for i := 4001; i <= 4005; i++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for committedAt() < int64(i) {
+			if time.Now().After(deadline) {
+				t.Fatalf("record %d handled but not committed within 10 s", i-1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Committed while consume is still running and has no reason
+		// to hold the offsets: one commit per record.
+		if n := commitRequests.Load(); n != int64(i-4000) {
+			t.Fatalf("%d offset commits after %d trickled records, want one each", n, i-4000)
+		}
+		if i < 4005 {
+			produce(i, i+1)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A backlog whose batch at offset 6,000 fails: the batches handled
+	// before it are committed, it and those after it are not.
+	produce(4005, 8000)
+	err, _ = session(8000, 6000, time.Millisecond)
+	if err == nil {
+		t.Fatal("consume returned nil after handle failed")
+	}
+	if got := committedAt(); got < 5950 || got > 6000 {
+		t.Fatalf("committed up to %d after the batch holding offset 6000 failed, want the batch before it (5950–6000)", got)
 	}
 }
