@@ -108,14 +108,27 @@ func leaveGroup(cl *kgo.Client) {
 // before ctx, the session's, to stop waiting). ended is true when ctx
 // ended; a fetch error ends the session.
 func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kgo.Record, ended bool, err error) {
+	recs, _, ended, err = pollBehind(ctx, pctx, cl, maxRecords)
+	return recs, ended, err
+}
+
+// pollBehind is poll that also says whether the broker held more records
+// than it returned (a partition's high watermark past its last record)
+// or more are fetched already: a backlog.
+func pollBehind(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kgo.Record, behind, ended bool, err error) {
 	fs := cl.PollRecords(pctx, maxRecords)
 	if ctx.Err() != nil {
-		return nil, true, nil
+		return nil, false, true, nil
 	}
 	if err := fetchErr(fs); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return fs.Records(), false, nil
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if n := len(p.Records); n > 0 && p.Records[n-1].Offset+1 < p.HighWatermark {
+			behind = true
+		}
+	})
+	return fs.Records(), behind || cl.BufferedFetchRecords() > 0, false, nil
 }
 
 // consume is the loop of a stage's session: it polls cl for at most
@@ -127,7 +140,7 @@ func poll(ctx, pctx context.Context, cl *kgo.Client, maxRecords int) (recs []*kg
 // (asyncCommits): the next batch is polled and handled while the last
 // one's commit is on its way.
 //
-// Under a backlog (records already fetched when a batch is handled) the
+// Under a backlog (the broker held more records than a poll returned) the
 // offsets of consecutive batches are committed together, at most
 // commitEvery apart: an initial load's map stage handled 635 batches of
 // skipped snapshot rows in 14 s, each with its own offset commit, a
@@ -169,7 +182,7 @@ func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords 
 			t := time.AfterFunc(commitEvery-time.Since(last), cancel)
 			stop = func() { t.Stop(); cancel() }
 		}
-		recs, ended, err := poll(ctx, pctx, cl, maxRecords)
+		recs, behind, ended, err := pollBehind(ctx, pctx, cl, maxRecords)
 		stop()
 		if ended || err != nil {
 			return err
@@ -188,7 +201,7 @@ func consume(ctx context.Context, cl *kgo.Client, gens *generations, maxRecords 
 			return err
 		}
 		held.add(recs)
-		if cl.BufferedFetchRecords() == 0 || time.Since(last) >= commitEvery {
+		if !behind || time.Since(last) >= commitEvery {
 			flush()
 		}
 		committed(recs, n)
