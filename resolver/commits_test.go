@@ -22,19 +22,7 @@ import (
 // error in an answer is returned by failed and by wait, which ends the
 // session (a synchronous commit returned it at once).
 func TestAsyncCommits(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
-	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	c, ctx, seeds, prod := rawCluster(t, 2, 30*time.Second)
 	const n = 10
 	for i := range n {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}).FirstErr(); err != nil {
@@ -151,19 +139,7 @@ func TestAsyncCommits(t *testing.T) {
 // checks the broker's committed offsets, and counts the OffsetCommit
 // requests kfake receives.
 func TestConsumeCommitsTogetherUnderBacklog(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
-	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	c, ctx, seeds, prod := rawCluster(t, 1, 60*time.Second)
 	produce := func(from, to int) {
 		t.Helper()
 		var recs []*kgo.Record
@@ -278,4 +254,26 @@ func TestConsumeCommitsTogetherUnderBacklog(t *testing.T) {
 	if got := committedAt(); got < 5950 || got > 6000 {
 		t.Fatalf("committed up to %d after the batch holding offset 6000 failed, want the batch before it (5950–6000)", got)
 	}
+}
+
+// rawCluster starts a one-broker kfake cluster with a topic "raw" of the
+// given partitions, and returns it, a context that ends after timeout,
+// the seed option for the test's clients and a producer to "raw"; all of
+// them end with the test.
+func rawCluster(t *testing.T, partitions int32, timeout time.Duration) (*kfake.Cluster, context.Context, kgo.Opt, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return c, ctx, seeds, prod
 }
