@@ -241,21 +241,10 @@ func (d *docsBench) untimedLoad(b *testing.B, i int) time.Duration {
 	ctx := testenv.Ctx(b)
 	k := testenv.Kafka(b)
 	alias := fmt.Sprintf("%s-untimed%d", d.alias, i)
-	mapping := strings.Replace(d.mapping, "      index: "+d.alias+"\n", "      index: "+alias+"\n", 1)
-	if mapping == d.mapping {
-		b.Fatalf("untimed load: no `index: %s` in the mapping to rename", d.alias)
-	}
-	dir := fmt.Sprintf("untimed%d", i)
-	if err := os.MkdirAll(filepath.Join(d.dir, dir, "mappings"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(d.dir, dir, "mappings", "shop.yaml"), []byte(mapping), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	config := d.config(b, filepath.Join(dir, "run.yaml"), k.Prefix, d.es.URL, "")
+	config := d.configFor(b, fmt.Sprintf("untimed%d", i), alias, k.Prefix, "")
 	resWaitESQuiet(b, d.es)
 	start := time.Now()
-	run := testenv.Start(b, "decant run (untimed)", d.logPath(dir), testenv.DecantCmd(b, nil, "run", "--config", config))
+	run := testenv.Start(b, "decant run (untimed)", d.logPath(fmt.Sprintf("untimed%d", i)), testenv.DecantCmd(b, nil, "run", "--config", config))
 	d.waitLoadedAt(b, run, k.Prefix, func() (bool, error) {
 		c, err := freshCount(ctx, d.es, alias, `{"match_all":{}}`)
 		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
@@ -264,7 +253,34 @@ func (d *docsBench) untimedLoad(b *testing.B, i int) time.Duration {
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("untimed decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
 	}
-	res, err := esapi.IndicesGetAliasRequest{Name: []string{alias}}.Do(ctx, d.es.Client)
+	d.dropLoad(b, alias, k)
+	return took
+}
+
+// configFor writes, under d.dir/dir, the mapping with its index renamed
+// alias and a decant config for it on topic prefix prefix (a new slot),
+// its HTTP port on listen ("" for none), and returns the config's path:
+// a load of its own beside d's.
+func (d *docsBench) configFor(b *testing.B, dir, alias, prefix, listen string) string {
+	b.Helper()
+	mapping := strings.Replace(d.mapping, "      index: "+d.alias+"\n", "      index: "+alias+"\n", 1)
+	if mapping == d.mapping {
+		b.Fatalf("a load of its own: no `index: %s` in the mapping to rename", d.alias)
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, dir, "mappings"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, dir, "mappings", "shop.yaml"), []byte(mapping), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return d.config(b, filepath.Join(dir, "run.yaml"), prefix, d.es.URL, listen)
+}
+
+// dropLoad deletes the indexes behind alias and the topics of k: what a
+// load of its own (configFor) left.
+func (d *docsBench) dropLoad(b *testing.B, alias string, k *testenv.KafkaEnv) {
+	b.Helper()
+	res, err := esapi.IndicesGetAliasRequest{Name: []string{alias}}.Do(testenv.Ctx(b), d.es.Client)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -272,7 +288,7 @@ func (d *docsBench) untimedLoad(b *testing.B, i int) time.Duration {
 	err = json.NewDecoder(res.Body).Decode(&indexes)
 	res.Body.Close()
 	if err != nil || res.IsError() || len(indexes) == 0 {
-		b.Fatalf("untimed load: the indexes behind %s: %v (%s)", alias, err, res.Status())
+		b.Fatalf("the indexes behind %s: %v (%s)", alias, err, res.Status())
 	}
 	for index := range indexes {
 		d.deleteIndex(b, index)
@@ -280,5 +296,4 @@ func (d *docsBench) untimedLoad(b *testing.B, i int) time.Duration {
 	if err := k.DeleteTopics(); err != nil {
 		b.Fatal(err)
 	}
-	return took
 }
