@@ -142,11 +142,23 @@ func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(don
 	for p, end := range b.Ends {
 		total += end - b.Starts[p]
 	}
+	retry := 50 * time.Millisecond
 	for {
 		offs, err := adm.FetchOffsetsForTopics(ctx, group, topic)
 		if err != nil {
-			return fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
+			// A coordinator that is loading or moving answers with a
+			// retriable error (COORDINATOR_NOT_AVAILABLE from a broker
+			// just started); the wait goes on after a backoff.
+			if !kerr.IsRetriable(err) {
+				return fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
+			}
+			if !ctxtime.Sleep(ctx, retry) {
+				return ctx.Err()
+			}
+			retry = min(2*retry, 2*time.Second)
+			continue
 		}
+		retry = 50 * time.Millisecond
 		var done int64
 		complete := true
 		for p, end := range b.Ends {

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // TestAsyncCommits: a stage's offset commit does not hold its loop.
@@ -276,4 +278,65 @@ func rawCluster(t *testing.T, partitions int32, timeout time.Duration) (*kfake.C
 	}
 	t.Cleanup(prod.Close)
 	return c, ctx, seeds, prod
+}
+
+// TestWaitBuiltRetriesCoordinatorErrors: WaitBuilt waits through the
+// retriable errors of a coordinator that is not ready (a broker just
+// started answered COORDINATOR_NOT_AVAILABLE, and `decant backfill`
+// failed), and returns once the offsets it waits for are committed.
+func TestWaitBuiltRetriesCoordinatorErrors(t *testing.T) {
+	const prefix, agg = "p", "a"
+	topic := wire.RefsTopic(prefix, agg)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	cl, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, "g.build", offs); err != nil {
+		t.Fatal(err)
+	}
+
+	const failures = 3
+	var refused atomic.Int32
+	c.ControlKey(int16(kmsg.OffsetFetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Add(1) > failures {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		req := kr.(*kmsg.OffsetFetchRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, g := range req.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	// No client-side retries: each refusal reaches WaitBuilt.
+	cfg := Config{Kafka: []kgo.Opt{seeds, kgo.RequestRetries(0)}, TopicPrefix: prefix, Group: "g"}
+	b := &Backfilled{Aggregate: agg, Starts: map[int32]int64{0: 0}, Ends: map[int32]int64{0: 5}}
+	var done, total int64
+	if err := WaitBuilt(ctx, cfg, b, func(d, tot int64) { done, total = d, tot }); err != nil {
+		t.Fatalf("WaitBuilt: %v", err)
+	}
+	if got := refused.Load(); got <= failures {
+		t.Errorf("the broker answered %d offset fetches, want more than the %d refused", got, failures)
+	}
+	if done != 5 || total != 5 {
+		t.Errorf("progress %d of %d, want 5 of 5", done, total)
+	}
 }
