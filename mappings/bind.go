@@ -140,6 +140,7 @@ func (b *binder) aggregate(as *aggSpec) *Aggregate {
 		return nil
 	}
 	a.Build = buildQuery(a)
+	a.Batch, a.Shared = batchQuery(a)
 	a.Roots = rootsQuery(a)
 	a.Routes = routes(a)
 	return a

@@ -14,6 +14,18 @@ func (a *Aggregate) Explain() string {
 	fmt.Fprintf(&b, "\n-- build: one row per existing id: the id columns as jsonb, then the document.\n")
 	writeParams(&b, a.Build)
 	fmt.Fprintf(&b, "%s;\n", a.Build.SQL)
+	if a.Batch != nil {
+		fmt.Fprintf(&b, "\n-- batch build, what the build stage runs: the build statement with a marker in place of\n")
+		fmt.Fprintf(&b, "-- each shared object (a many-to-one inside an array), then in the same snapshot one statement\n")
+		fmt.Fprintf(&b, "-- per shared relation that builds each object the batch refers to once; decant splices them in.\n")
+		writeParams(&b, a.Batch)
+		fmt.Fprintf(&b, "%s;\n", a.Batch.SQL)
+		for i, sh := range a.Shared {
+			fmt.Fprintf(&b, "\n-- shared object %d, %s: one row per referencing value that names a row: its position, the object.\n", i, sh.Node.Path)
+			writeParams(&b, sh.Query)
+			fmt.Fprintf(&b, "%s;\n", sh.Query.SQL)
+		}
+	}
 	for _, r := range a.Routes {
 		fmt.Fprintf(&b, "\n-- route %s: changes to %s (%s)\n", r.Path, r.Table, r.Node.Kind)
 		fmt.Fprintf(&b, "--   watch: %s\n", strings.Join(r.Watch, ", "))

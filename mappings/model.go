@@ -131,6 +131,13 @@ type Aggregate struct {
 	// document as the json column doc (spaced as PostgreSQL's json builders
 	// print it; wire.AppendCompact compacts it). Missing ids return no row.
 	Build *Query
+	// Batch is Build with a marker in place of each shared relation's
+	// object (a many-to-one inside an array), whose objects the Shared
+	// statements build once per batch, in the same snapshot: what the
+	// build stage runs. NewSharedSet splices them in. Nil when no
+	// relation is shared.
+	Batch  *Query
+	Shared []*Shared
 	// Roots returns, for a batch of ids (Roots.Args), one row per id whose
 	// root row exists and passes the root's filter: one jsonb column per id
 	// column, in id order — the ids that have a document.

@@ -4,6 +4,7 @@ package mappings
 // with -short, and fail under CI=true when the server is unreachable.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -98,12 +99,45 @@ func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) 
 }
 
 // buildText runs a's build statement and returns each document's text,
-// keyed by the id as a JSON array.
+// keyed by the id as a JSON array. When a has shared relations it also
+// runs Batch and the Shared statements, and fails unless their spliced
+// documents are Build's, byte for byte.
 func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]string {
 	t.Helper()
-	rows := runQuery(t, pg, a.Build, ids, "build "+a.Name)
-	defer rows.Close()
-	docs := map[string]string{}
+	docs := runBuild(t, pg, a, a.Build, nil, ids)
+	if a.Batch != nil {
+		spliced := runBuild(t, pg, a, a.Batch, a.NewSharedSet(), ids)
+		for id, doc := range docs {
+			if spliced[id] != doc {
+				t.Errorf("%s %s: spliced document differs from Build's:\n%q\nwant\n%q", a.Name, id, spliced[id], doc)
+			}
+		}
+		if len(spliced) != len(docs) {
+			t.Errorf("%s: Batch built %d documents, Build %d", a.Name, len(spliced), len(docs))
+		}
+	}
+	return docs
+}
+
+// runBuild runs q (Build, or Batch with shared) in one transaction and
+// returns each document's text, keyed by the id as a JSON array.
+func runBuild(t *testing.T, pg *testenv.PG, a *Aggregate, q *Query, shared *SharedSet, ids [][]json.RawMessage) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	args, err := q.Args(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, q.SQL, args...)
+	if err != nil {
+		t.Fatalf("build %s: %v\n%s", a.Name, err, q.SQL)
+	}
+	docs := map[string][]byte{}
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != len(a.ID)+1 {
@@ -113,12 +147,34 @@ func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessa
 		for _, r := range raw[:len(a.ID)] {
 			key = append(key, string(jsonbText(r)))
 		}
-		docs["["+strings.Join(key, ",")+"]"] = string(jsonbText(raw[len(a.ID)]))
+		doc := bytes.Clone(jsonbText(raw[len(a.ID)]))
+		if shared != nil {
+			if _, err := shared.Add(doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docs["["+strings.Join(key, ",")+"]"] = doc
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("build %s: %v", a.Name, err)
 	}
-	return docs
+	if shared != nil {
+		// The Shared statements run in the transaction that built the
+		// documents, as the build stage runs them.
+		if err := shared.Fetch(ctx, tx); err != nil {
+			t.Fatalf("shared objects of %s: %v", a.Name, err)
+		}
+	}
+	out := make(map[string]string, len(docs))
+	for id, doc := range docs {
+		if shared != nil {
+			if doc, err = shared.AppendSpliced(nil, doc, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[id] = string(doc)
+	}
+	return out
 }
 
 // jsonbText strips the version byte of jsonb in binary format.

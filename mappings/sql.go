@@ -115,6 +115,14 @@ type sqlGen struct {
 	b      strings.Builder
 	next   int
 	indent int
+	// shared, when not nil, collects the many-to-one relations whose
+	// objects Shared statements build once per batch (see sharedRef),
+	// and a marker goes in their place. Nil outside keyed arrays and in
+	// the Shared statements.
+	shared *[]*Shared
+	// batch collects them for the whole statement; shared is set to it
+	// inside keyed arrays.
+	batch *[]*Shared
 }
 
 func (g *sqlGen) alias() string {
@@ -157,6 +165,22 @@ func buildQuery(a *Aggregate) *Query {
 	g.indent = 1
 	doc := g.object(a.Root, t0)
 	return rootQuery(a, t0, ",\n  "+doc+" AS doc")
+}
+
+// batchQuery generates Aggregate.Batch and Aggregate.Shared: the build
+// statement with a marker in place of each shared relation's object, and
+// the statements that build those objects. Nil when no relation is
+// shared.
+func batchQuery(a *Aggregate) (*Query, []*Shared) {
+	var shared []*Shared
+	g := &sqlGen{batch: &shared}
+	t0 := g.alias()
+	g.indent = 1
+	doc := g.object(a.Root, t0)
+	if len(shared) == 0 {
+		return nil, nil
+	}
+	return rootQuery(a, t0, ",\n  "+doc+" AS doc"), shared
 }
 
 // rootsQuery generates Aggregate.Roots: the build statement without the
@@ -281,10 +305,25 @@ func (g *sqlGen) field(f Field, alias string) string {
 
 // relation returns the JSON expression of child n of the row at parent.
 func (g *sqlGen) relation(n *Node, parent string) string {
+	if g.shared != nil && sharable(n) {
+		return g.sharedRef(n, parent)
+	}
 	g.indent += 2
 	defer func() { g.indent -= 2 }()
 	alias := g.alias()
+	outer, batch := g.shared, g.batch
+	if n.Kind.IsArray() && g.batch != nil {
+		// Inside an array a many-to-one's rows repeat from element to
+		// element. Not when the elements themselves are the sort key
+		// (a table without a key): a marker is not JSON, so none goes
+		// anywhere below such an array.
+		g.shared = g.batch
+		if len(n.Key) == 0 {
+			g.shared, g.batch = nil, nil
+		}
+	}
 	elem := g.object(n, alias)
+	g.shared, g.batch = outer, batch
 	from, where := g.fromWhere(n, parent, alias)
 	order := orderBy(n, alias, elem)
 	nl := g.nl()
@@ -307,12 +346,7 @@ func (g *sqlGen) relation(n *Node, parent string) string {
 
 // fromWhere joins the rows of n (as alias) to the parent row (as parent).
 func (g *sqlGen) fromWhere(n *Node, parent, alias string) (string, string) {
-	from := n.Table.Sanitize() + " AS " + alias
-	if n.Where != "" {
-		// The filter sees the relation's own columns first, unqualified,
-		// whatever the join table's are named.
-		from = "(SELECT * FROM " + n.Table.Sanitize() + " WHERE (" + n.Where + ")) AS " + alias
-	}
+	from := relationFrom(n, alias)
 	var conds []string
 	switch n.Kind {
 	case OneToMany, OneToOne, ManyToOne:
@@ -331,6 +365,16 @@ func (g *sqlGen) fromWhere(n *Node, parent, alias string) (string, string) {
 		}
 	}
 	return from, strings.Join(conds, " AND ")
+}
+
+// relationFrom is n's table as alias, with n's filter applied.
+func relationFrom(n *Node, alias string) string {
+	if n.Where != "" {
+		// The filter sees the relation's own columns first, unqualified,
+		// whatever the join table's are named.
+		return "(SELECT * FROM " + n.Table.Sanitize() + " WHERE (" + n.Where + ")) AS " + alias
+	}
+	return n.Table.Sanitize() + " AS " + alias
 }
 
 // orderBy is the sort order of n's rows: order_by, then the primary key,

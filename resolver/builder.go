@@ -820,7 +820,13 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		return nil, fmt.Errorf("aggregate %s: %w", a.Name, err)
 	}
 	defer snap.tx.Rollback(context.Background()) //nolint:errcheck // read-only
-	rows, err := snap.tx.Query(ctx, a.Build.SQL, args...)
+	stmt, shared := a.Build, (*mappings.SharedSet)(nil)
+	if a.Batch != nil {
+		// Batch leaves the objects of shared many-to-ones to one statement
+		// each, in this snapshot: marked documents wait in pending.
+		stmt, shared = a.Batch, a.NewSharedSet()
+	}
+	rows, err := snap.tx.Query(ctx, stmt.SQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
 	}
@@ -843,6 +849,8 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	for _, fd := range rows.FieldDescriptions() {
 		inPlace = inPlace && fd.Format == pgx.TextFormatCode
 	}
+	type pendingDoc struct{ key, doc []byte }
+	var pending []pendingDoc          // documents with markers, until their shared objects are built
 	raw := make([]json.RawMessage, n) // idKey copies what it keeps
 	requested := make(map[string]bool, len(canon))
 	for _, k := range canon {
@@ -865,16 +873,39 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 			}
 		}
 		k := idKey(a, raw)
-		// PostgreSQL's json builders space their output; documents are
-		// stored and sent compact.
-		built[string(k)] = wire.AppendCompact(make(json.RawMessage, 0, len(doc)), doc)
 		if !requested[string(k)] {
 			extra = append(extra, k)
 		}
+		if shared != nil {
+			marked, err := shared.Add(doc)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+			}
+			if marked {
+				pending = append(pending, pendingDoc{k, bytes.Clone(doc)})
+				continue
+			}
+		}
+		// PostgreSQL's json builders space their output; documents are
+		// stored and sent compact.
+		built[string(k)] = wire.AppendCompact(make(json.RawMessage, 0, len(doc)), doc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+	}
+	if len(pending) > 0 {
+		if err := shared.Fetch(ctx, snap.tx); err != nil {
+			return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+		}
+		for _, p := range pending {
+			doc, err := shared.AppendSpliced(make(json.RawMessage, 0, len(p.doc)*2), p.doc, wire.AppendCompact)
+			if err != nil {
+				return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
+			}
+			built[string(p.key)] = doc
+		}
 	}
 	lsn := wire.FormatLSN(snap.lsn)
 	docs := make([]wire.Document, 0, len(canon)+len(extra))

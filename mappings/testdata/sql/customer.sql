@@ -37,6 +37,50 @@ SELECT to_jsonb(t0."id") AS "id",
 FROM "public"."customers" AS t0
 WHERE t0."id" = ANY($1::text[]::integer[]);
 
+-- batch build, what the build stage runs: the build statement with a marker in place of
+-- each shared object (a many-to-one inside an array), then in the same snapshot one statement
+-- per shared relation that builds each object the batch refers to once; decant splices them in.
+--   $1: text[] of id values, cast to integer
+SELECT to_jsonb(t0."id") AS "id",
+  '{"id":' || t0."id"::text
+    || ',"name":' || to_json(t0."name")::text
+    || ',"email":' || COALESCE(to_json(t0."email")::text, 'null')
+    || ',"signed_up_at":' || to_json(t0."created_at")::text
+    || ',"orders":' || COALESCE((SELECT '[' || string_agg('{"id":' || t1."id"::text
+        || ',"customer_id":' || t1."customer_id"::text
+        || ',"placed_at":' || to_json(t1."placed_at")::text
+        || ',"total":' || COALESCE(to_json(t1."total")::text, 'null')
+        || ',"lines":' || COALESCE((SELECT '[' || string_agg('{"id":' || t2."id"::text
+            || ',"order_id":' || t2."order_id"::text
+            || ',"product_id":' || t2."product_id"::text
+            || ',"qty":' || t2."qty"::text
+            || ',"price":' || COALESCE(to_json(t2."price")::text, 'null')
+            || ',"product":' || COALESCE(E'\x010\x02' || t2."product_id"::text || E'\x03', 'null') || '}', ',' ORDER BY t2."id") || ']'
+          FROM "public"."order_lines" AS t2
+          WHERE t2."order_id" = t1."id"), '[]') || '}', ',' ORDER BY t1."placed_at" DESC, t1."id") || ']'
+      FROM "public"."orders" AS t1
+      WHERE t1."customer_id" = t0."id"), '[]')
+    || ',"address":' || COALESCE((SELECT '{"id":' || t3."id"::text
+        || ',"street":' || COALESCE(to_json(t3."street")::text, 'null')
+        || ',"city":' || COALESCE(to_json(t3."city")::text, 'null')
+        || ',"country":' || COALESCE(to_json(t3."country")::text, 'null') || '}'
+      FROM "public"."addresses" AS t3
+      WHERE t3."id" = t0."address_id"), 'null')
+    || ',"tags":' || COALESCE((SELECT '[' || string_agg(to_json(t4."name")::text, ',' ORDER BY t4."id") || ']'
+      FROM "public"."customer_tags" AS j4 JOIN "public"."tags" AS t4 ON t4."id" = j4."tag_id"
+      WHERE j4."customer_id" = t0."id"), '[]') || '}' AS doc
+FROM "public"."customers" AS t0
+WHERE t0."id" = ANY($1::text[]::integer[]);
+
+-- shared object 0, aggregates.customer.relations.orders.relations.lines.relations.product: one row per referencing value that names a row: its position, the object.
+--   $1: text[] of product_id values, cast to integer
+SELECT k.ord,
+  '{"id":' || t0."id"::text
+    || ',"sku":' || to_json(t0."sku")::text
+    || ',"title":' || to_json(t0."title")::text || '}' AS doc
+FROM unnest($1::text[]::integer[]) WITH ORDINALITY AS k(k0, ord)
+JOIN "public"."products" AS t0 ON t0."id" = k.k0;
+
 -- route aggregates.customer: changes to public.customers (root)
 --   watch: id, name, email, created_at, address_id
 --   direct: the aggregate id is (id) of the before and after images

@@ -1,0 +1,256 @@
+package mappings
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A shared relation is a many-to-one inside an array: the product of an
+// order line, whose row many lines (of many documents) refer to. Build
+// builds its object once per reference, which in the demo is a third of
+// what PostgreSQL spends building documents (docs/performance.md,
+// thirtieth pass). Batch writes a marker in its place instead, and the
+// relation's Shared statement builds each object the batch refers to
+// once; SharedSet splices them in.
+//
+// A marker is markOpen, the Shared index in decimal, markSep, the values
+// of the referencing columns as JSON text separated by markSep, then
+// markClose. JSON text never holds a raw control character (PostgreSQL's
+// JSON output escapes them, and its json input rejects them), so a marker
+// cannot be mistaken for a document's content.
+const (
+	markOpen  = 0x01
+	markSep   = 0x02
+	markClose = 0x03
+)
+
+// Shared builds the objects of one shared relation.
+type Shared struct {
+	// Node is the many-to-one relation.
+	Node *Node
+	// Query returns, for a batch of the referencing columns' values
+	// (Query.Args, in the parent's column types), one row per value that
+	// names a row the relation holds: its 1-based position in the batch
+	// (int8), then the object as text, spaced as Build spaces it.
+	Query *Query
+}
+
+// sharable reports whether n's object can be left to a Shared statement:
+// a many-to-one that selects at most one row, referenced by columns whose
+// values survive the trip through JSON text and back.
+func sharable(n *Node) bool {
+	if n.Kind != ManyToOne || !n.unique || n.Parent == nil || n.Parent.table == nil {
+		return false
+	}
+	for _, c := range n.ParentColumns {
+		tc := n.Parent.table.Column(c)
+		if tc == nil || tc.ElemType != "" {
+			return false
+		}
+		switch {
+		case tc.Category == 'N', tc.Category == 'S', tc.Category == 'D', tc.Category == 'B', tc.BaseType == "uuid":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sharedRef returns the marker of n's object in the row at parent, or
+// 'null' when a referencing column is NULL (no row matches then, as in
+// Build), and adds n's Shared statement.
+func (g *sqlGen) sharedRef(n *Node, parent string) string {
+	i := len(*g.shared)
+	*g.shared = append(*g.shared, sharedQuery(n))
+	parts := []string{fmt.Sprintf(`E'\x%02x%d\x%02x'`, markOpen, i, markSep)}
+	for j, c := range n.ParentColumns {
+		if j > 0 {
+			parts = append(parts, fmt.Sprintf(`E'\x%02x'`, markSep))
+		}
+		v := "to_json(" + col(parent, c) + ")::text"
+		switch n.Parent.table.Column(c).BaseType {
+		case "smallint", "integer", "bigint", "boolean":
+			v = col(parent, c) + "::text" // their text is their JSON
+		}
+		parts = append(parts, v)
+	}
+	parts = append(parts, fmt.Sprintf(`E'\x%02x'`, markClose))
+	return "COALESCE(" + strings.Join(parts, " || ") + ", 'null')"
+}
+
+// sharedQuery generates the Shared statement of n: Build's object of n,
+// joined to the batch of referencing values as Build joins it to the
+// parent row.
+func sharedQuery(n *Node) *Shared {
+	g := &sqlGen{indent: 1}
+	alias := g.alias()
+	obj := g.object(n, alias)
+	types := make([]string, len(n.ParentColumns))
+	arrs := make([]string, len(n.ParentColumns))
+	names := make([]string, len(n.ParentColumns))
+	on := make([]string, len(n.ParentColumns))
+	for i, c := range n.ParentColumns {
+		types[i] = n.Parent.table.Column(c).BaseType
+		arrs[i] = fmt.Sprintf("$%d::text[]::%s[]", i+1, types[i])
+		names[i] = "k" + strconv.Itoa(i)
+		on[i] = col(alias, n.ChildColumns[i]) + " = k." + names[i]
+	}
+	sql := fmt.Sprintf("SELECT k.ord,\n  %s AS doc\nFROM unnest(%s) WITH ORDINALITY AS k(%s, ord)\nJOIN %s ON %s",
+		obj, strings.Join(arrs, ", "), strings.Join(names, ", "), relationFrom(n, alias), strings.Join(on, " AND "))
+	return &Shared{Node: n, Query: &Query{SQL: sql, Params: params(n.ParentColumns, types)}}
+}
+
+// marker is one marker in a document: doc[start:end], for Shared ref,
+// with the referencing values key (separated by markSep).
+type marker struct {
+	start, end, ref int
+	key             []byte
+}
+
+// nextMarker returns the first marker in doc at or after from; start is
+// -1 when there is none.
+func nextMarker(doc []byte, from int) (marker, error) {
+	i := bytes.IndexByte(doc[from:], markOpen)
+	if i < 0 {
+		return marker{start: -1}, nil
+	}
+	m := marker{start: from + i}
+	body := doc[m.start+1:]
+	sep := bytes.IndexByte(body, markSep)
+	end := bytes.IndexByte(body, markClose)
+	if sep <= 0 || end < sep {
+		return m, fmt.Errorf("mappings: malformed shared-object marker at byte %d", m.start)
+	}
+	ref, err := strconv.Atoi(string(body[:sep]))
+	if err != nil {
+		return m, fmt.Errorf("mappings: malformed shared-object marker at byte %d", m.start)
+	}
+	m.ref, m.key, m.end = ref, body[sep+1:end], m.start+1+end+1
+	return m, nil
+}
+
+// SharedSet gathers the shared objects a batch's documents refer to:
+// Add each document Batch returned, Fetch once, then AppendSpliced each
+// document. It is not safe for concurrent use.
+type SharedSet struct {
+	shared []*Shared
+	pos    []map[string]int // per Shared: marker key → position in keys
+	keys   [][][]json.RawMessage
+	objs   [][][]byte // per Shared, per position: the object, nil when no row
+}
+
+// NewSharedSet returns an empty set for a's shared relations.
+func (a *Aggregate) NewSharedSet() *SharedSet {
+	s := &SharedSet{shared: a.Shared, pos: make([]map[string]int, len(a.Shared)),
+		keys: make([][][]json.RawMessage, len(a.Shared)), objs: make([][][]byte, len(a.Shared))}
+	for i := range s.pos {
+		s.pos[i] = map[string]int{}
+	}
+	return s
+}
+
+// Add records the objects doc refers to and reports whether it refers to
+// any (whether it needs AppendSpliced).
+func (s *SharedSet) Add(doc []byte) (bool, error) {
+	found := false
+	for from := 0; ; {
+		m, err := nextMarker(doc, from)
+		if err != nil {
+			return false, err
+		}
+		if m.start < 0 {
+			return found, nil
+		}
+		if m.ref < 0 || m.ref >= len(s.shared) {
+			return false, fmt.Errorf("mappings: marker of shared object %d; the statement has %d", m.ref, len(s.shared))
+		}
+		found, from = true, m.end
+		if _, ok := s.pos[m.ref][string(m.key)]; ok {
+			continue
+		}
+		vals := bytes.Split(m.key, []byte{markSep})
+		key := make([]json.RawMessage, len(vals))
+		for i, v := range vals {
+			key[i] = json.RawMessage(bytes.Clone(v))
+		}
+		s.pos[m.ref][string(m.key)] = len(s.keys[m.ref])
+		s.keys[m.ref] = append(s.keys[m.ref], key)
+	}
+}
+
+// Fetch builds every object added, one statement per shared relation, in
+// q: the transaction whose snapshot built the documents.
+func (s *SharedSet) Fetch(ctx context.Context, q Querier) error {
+	for i, sh := range s.shared {
+		keys := s.keys[i]
+		if len(keys) == 0 {
+			continue
+		}
+		args, err := sh.Query.Args(keys)
+		if err != nil {
+			return fmt.Errorf("shared %s: %w", sh.Node.Path, err)
+		}
+		objs := make([][]byte, len(keys))
+		err = each(ctx, q, sh.Query.SQL, func(r pgx.Rows) error {
+			var ord int64
+			var obj []byte
+			if err := r.Scan(&ord, &obj); err != nil {
+				return err
+			}
+			if ord < 1 || int(ord) > len(objs) {
+				return fmt.Errorf("position %d out of 1..%d", ord, len(objs))
+			}
+			objs[ord-1] = obj
+			return nil
+		}, args...)
+		if err != nil {
+			return fmt.Errorf("shared %s: %w", sh.Node.Path, err)
+		}
+		s.objs[i] = objs
+	}
+	return nil
+}
+
+// AppendSpliced appends doc to dst with each marker replaced by its
+// object, or null when it names no row. appendText appends the text
+// between markers and the objects (wire.AppendCompact compacts them);
+// nil appends them as they are.
+func (s *SharedSet) AppendSpliced(dst, doc []byte, appendText func(dst, src []byte) []byte) ([]byte, error) {
+	if appendText == nil {
+		appendText = func(dst, src []byte) []byte { return append(dst, src...) }
+	}
+	from := 0
+	for {
+		m, err := nextMarker(doc, from)
+		if err != nil {
+			return dst, err
+		}
+		if m.start < 0 {
+			return appendText(dst, doc[from:]), nil
+		}
+		dst = appendText(dst, doc[from:m.start])
+		if m.ref < 0 || m.ref >= len(s.shared) {
+			return dst, fmt.Errorf("mappings: marker of shared object %d; the statement has %d", m.ref, len(s.shared))
+		}
+		p, ok := s.pos[m.ref][string(m.key)]
+		if !ok || s.objs[m.ref] == nil {
+			return dst, fmt.Errorf("mappings: shared object %d %q was not added and fetched", m.ref, m.key)
+		}
+		obj := s.objs[m.ref][p]
+		if obj == nil {
+			obj = []byte("null") // no row, as Build's COALESCE gives
+		}
+		dst = appendText(dst, obj)
+		from = m.end
+	}
+}
+
+// Keys returns the referencing values added for Shared i, in the order
+// Fetch passes them to its statement.
+func (s *SharedSet) Keys(i int) [][]json.RawMessage { return s.keys[i] }
