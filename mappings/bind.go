@@ -141,6 +141,7 @@ func (b *binder) aggregate(as *aggSpec) *Aggregate {
 	}
 	a.Build = buildQuery(a)
 	a.Batch, a.Shared = batchQuery(a)
+	a.Spaced = spaced(a.Root)
 	a.Roots = rootsQuery(a)
 	a.Routes = routes(a)
 	return a

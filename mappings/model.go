@@ -138,6 +138,12 @@ type Aggregate struct {
 	// relation is shared.
 	Batch  *Query
 	Shared []*Shared
+	// Spaced says whether Build's documents may hold whitespace between
+	// tokens, which the build stage then removes (wire.AppendCompact):
+	// when a value is json or jsonb, of a type with a cast of its own to
+	// json, or computed by an expression. Otherwise they are compact as
+	// built.
+	Spaced bool
 	// Roots returns, for a batch of ids (Roots.Args), one row per id whose
 	// root row exists and passes the root's filter: one jsonb column per id
 	// column, in id order — the ids that have a document.

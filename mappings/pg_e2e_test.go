@@ -105,6 +105,16 @@ func build(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) 
 func buildText(t *testing.T, pg *testenv.PG, a *Aggregate, ids [][]json.RawMessage) map[string]string {
 	t.Helper()
 	docs := runBuild(t, pg, a, a.Build, nil, ids)
+	if !a.Spaced {
+		// The build stage copies such documents as they are: they must
+		// be compact.
+		for id, doc := range docs {
+			var c bytes.Buffer
+			if err := json.Compact(&c, []byte(doc)); err != nil || c.String() != doc {
+				t.Errorf("%s %s: Spaced is false, but the document is not compact JSON (%v):\n%s", a.Name, id, err, doc)
+			}
+		}
+	}
 	if a.Batch != nil {
 		spliced := runBuild(t, pg, a, a.Batch, a.NewSharedSet(), ids)
 		for id, doc := range docs {
@@ -360,6 +370,9 @@ func TestPGBuildJSONColumnsAsToJSONB(t *testing.T) {
 	if strings.Count(string(doc), `"a"`) != 1 || strings.Count(string(doc), `"x"`) != 1 {
 		t.Errorf("document has duplicate keys: %s", doc)
 	}
+	if !a.Spaced {
+		t.Error("a document with json and jsonb values is not Spaced: the build stage would not compact it")
+	}
 }
 
 // Documents are concatenated as text (object in sql.go), each value
@@ -399,6 +412,9 @@ func TestPGBuildValuesAsToJSON(t *testing.T) {
 	m := mustBind(t, readCatalog(t, pg), `version: 1
 aggregates:
   typed: {table: typed}
+  plain:
+    table: typed
+    columns: [id, i2, i8, n, n2, f4, f8, b, t, "we\"ird key\\u00e9", c, ts, tsl, d, tm, tmz, iv, u, by, ip, ia, ta, m2, e, pi, fl, lb, mo]
   noted:
     table: typed
     columns: [id]
@@ -417,6 +433,18 @@ aggregates:
       target: {table: typed, references: target_id, columns: [id, b]}
 `)
 	ids := [][]json.RawMessage{raws(`1`), raws(`2`), raws(`3`)}
+	// Every type but the composite is printed without whitespace:
+	// buildText checks that plain's documents are compact as built.
+	if a := m.Aggregate("plain"); a.Spaced {
+		t.Error("plain: Spaced, but no value of it is json, jsonb, a composite or an expression")
+	} else {
+		buildText(t, pg, a, ids)
+	}
+	for _, name := range []string{"typed", "noted"} {
+		if !m.Aggregate(name).Spaced {
+			t.Errorf("%s: not Spaced, but it has a composite or an expression", name)
+		}
+	}
 	docs := buildText(t, pg, m.Aggregate("typed"), ids)
 	for _, id := range []string{"1", "2", "3"} {
 		var want string

@@ -127,9 +127,12 @@ func nextMarker(doc []byte, from int) (marker, error) {
 	if sep <= 0 || end < sep {
 		return m, fmt.Errorf("mappings: malformed shared-object marker at byte %d", m.start)
 	}
-	ref, err := strconv.Atoi(string(body[:sep]))
-	if err != nil {
-		return m, fmt.Errorf("mappings: malformed shared-object marker at byte %d", m.start)
+	ref := 0
+	for _, c := range body[:sep] {
+		if c < '0' || c > '9' || ref > 1<<20 {
+			return m, fmt.Errorf("mappings: malformed shared-object marker at byte %d", m.start)
+		}
+		ref = ref*10 + int(c-'0')
 	}
 	m.ref, m.key, m.end = ref, body[sep+1:end], m.start+1+end+1
 	return m, nil

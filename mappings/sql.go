@@ -281,6 +281,62 @@ func valueText(n *Node, alias, c string) string {
 	return "COALESCE(" + v + ", 'null')"
 }
 
+// spaced reports whether the JSON of n (its columns, computed keys and
+// relations) may hold whitespace between tokens: only a value whose JSON
+// text PostgreSQL prints spaced (json and jsonb, a type with its own cast
+// to json such as hstore, a composite) or that an expression computes
+// (of a type not known here). Every other value's JSON is a number, a
+// boolean, null, a string or an array of those, and the objects and
+// arrays decant's SQL writes around them have no whitespace.
+func spaced(n *Node) bool {
+	unspaced := func(t *Table, c string) bool {
+		if t == nil {
+			return false
+		}
+		tc := t.Column(c)
+		if tc == nil {
+			return false
+		}
+		if tc.ElemType != "" {
+			switch tc.ElemType {
+			case "smallint", "integer", "bigint", "numeric", "real", "double precision", "boolean",
+				"text", "character varying", "character", "uuid", "date",
+				"timestamp without time zone", "timestamp with time zone":
+				return true
+			}
+			return false
+		}
+		switch tc.Category {
+		case 'N', 'S', 'D', 'B', 'T', 'I', 'V', 'E', 'G', 'R':
+			return true
+		}
+		return tc.BaseType == "uuid" || tc.BaseType == "bytea"
+	}
+	cols := n.Columns
+	if n.Value != "" {
+		cols = []string{n.Value}
+	}
+	for _, c := range cols {
+		if !unspaced(n.table, c) {
+			return true
+		}
+	}
+	for _, f := range n.Fields {
+		switch {
+		case f.Expr != "":
+			return true
+		case f.Column != "" && !unspaced(f.Relation.table, f.Column):
+			return true
+		}
+	}
+	for _, c := range n.Children {
+		if spaced(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // field returns the value of a computed key of the row at alias: its
 // expression as written (names resolve to that row's columns), or the
 // aggregate over the relation's rows — the same rows, filter included,
