@@ -73,11 +73,7 @@ func (g *sqlGen) sharedRef(n *Node, parent string) string {
 		if j > 0 {
 			parts = append(parts, fmt.Sprintf(`E'\x%02x'`, markSep))
 		}
-		v := "to_json(" + col(parent, c) + ")::text"
-		switch n.Parent.table.Column(c).BaseType {
-		case "smallint", "integer", "bigint", "boolean":
-			v = col(parent, c) + "::text" // their text is their JSON
-		}
+		v, _ := columnJSON(n.Parent, parent, c) // NULL when the value is: the marker is then 'null'
 		parts = append(parts, v)
 	}
 	parts = append(parts, fmt.Sprintf(`E'\x%02x'`, markClose))

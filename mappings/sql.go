@@ -255,11 +255,21 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// valueText is column c of alias as JSON text, never NULL. json columns
-// (and arrays of them) go through jsonb, which drops duplicate keys and
+// valueText is column c of alias as JSON text, never NULL.
+func valueText(n *Node, alias, c string) string {
+	v, notNull := columnJSON(n, alias, c)
+	if notNull {
+		return v
+	}
+	return "COALESCE(" + v + ", 'null')"
+}
+
+// columnJSON is column c of alias (a row of n) as JSON text, NULL when
+// the value is, and whether the column is NOT NULL. json columns (and
+// arrays of them) go through jsonb, which drops duplicate keys and
 // normalizes them as to_jsonb does; to_json would keep their text
 // verbatim.
-func valueText(n *Node, alias, c string) string {
+func columnJSON(n *Node, alias, c string) (string, bool) {
 	v := "to_json(" + col(alias, c) + ")::text"
 	notNull := false
 	if n.table != nil {
@@ -275,10 +285,7 @@ func valueText(n *Node, alias, c string) string {
 			}
 		}
 	}
-	if notNull {
-		return v
-	}
-	return "COALESCE(" + v + ", 'null')"
+	return v, notNull
 }
 
 // spaced reports whether the JSON of n (its columns, computed keys and
