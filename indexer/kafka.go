@@ -165,6 +165,16 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 	started := time.Now()
 	recs := make([]*kgo.Record, 0, len(docs)+len(docs)/8)
 	owner := make([]int, 0, cap(recs)) // record index → document index
+	// The records, their values and their headers share allocations:
+	// they live until Kafka acknowledged the batch.
+	store := make([]kgo.Record, 0, cap(recs))
+	record := func(r kgo.Record) *kgo.Record {
+		store = append(store, r) // past cap, earlier pointers keep the old array
+		return &store[len(store)-1]
+	}
+	var values wire.Arena
+	var headers []kgo.RecordHeader // of version headersOf: a build's documents share one
+	var headersOf uint64
 	var dead []wire.DeadLetter
 	for i := range docs {
 		d := &docs[i]
@@ -183,16 +193,24 @@ func (s *KafkaSink) Write(ctx context.Context, docs []wire.Document) error {
 			return err
 		}
 		// checkDocument has checked the id and the document.
-		value, err := d.AppendEncoded(make([]byte, 0, len(d.Doc)+len(d.ID)+len(d.Aggregate)+96))
+		value, err := d.Envelope, error(nil) // the build stage wrote it around the document
+		if value == nil {
+			value = values.Fill(len(d.Doc)+len(d.ID)+len(d.Aggregate)+96, func(dst []byte) []byte {
+				dst, err = d.AppendEncoded(dst)
+				return dst
+			})
+		}
 		if err != nil {
 			dead = append(dead, wire.DeadLetter{Sink: sinkKafka, Aggregate: d.Aggregate, ID: d.ID, Version: d.Version, Topic: topic, Reason: err.Error()})
 			continue
 		}
-		headers := []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: []byte(wire.FormatLSN(d.Version))}}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: d.ID, Value: value, Headers: headers})
+		if headers == nil || d.Version != headersOf {
+			headers, headersOf = []kgo.RecordHeader{{Key: wire.HeaderLSN, Value: wire.AppendLSN(nil, d.Version)}}, d.Version
+		}
+		recs = append(recs, record(kgo.Record{Topic: topic, Key: d.ID, Value: value, Headers: headers}))
 		owner = append(owner, i)
 		if d.Deleted {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: d.ID, Headers: headers})
+			recs = append(recs, record(kgo.Record{Topic: topic, Key: d.ID, Headers: headers}))
 			owner = append(owner, i)
 		}
 	}

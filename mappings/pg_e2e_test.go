@@ -148,6 +148,7 @@ func runBuild(t *testing.T, pg *testenv.PG, a *Aggregate, q *Query, shared *Shar
 		t.Fatalf("build %s: %v\n%s", a.Name, err, q.SQL)
 	}
 	docs := map[string][]byte{}
+	marked := map[string]int{} // documents with markers: shared's index
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != len(a.ID)+1 {
@@ -157,13 +158,18 @@ func runBuild(t *testing.T, pg *testenv.PG, a *Aggregate, q *Query, shared *Shar
 		for _, r := range raw[:len(a.ID)] {
 			key = append(key, string(jsonbText(r)))
 		}
-		doc := bytes.Clone(jsonbText(raw[len(a.ID)]))
+		id, doc := "["+strings.Join(key, ",")+"]", jsonbText(raw[len(a.ID)])
 		if shared != nil {
-			if _, err := shared.Add(doc); err != nil {
+			i, err := shared.Add(doc) // keeps a copy: doc is pgx's buffer
+			if err != nil {
 				t.Fatal(err)
 			}
+			if i >= 0 {
+				marked[id] = i
+				continue
+			}
 		}
-		docs["["+strings.Join(key, ",")+"]"] = doc
+		docs[id] = bytes.Clone(doc)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("build %s: %v", a.Name, err)
@@ -175,12 +181,17 @@ func runBuild(t *testing.T, pg *testenv.PG, a *Aggregate, q *Query, shared *Shar
 			t.Fatalf("shared objects of %s: %v", a.Name, err)
 		}
 	}
-	out := make(map[string]string, len(docs))
+	out := make(map[string]string, len(docs)+len(marked))
 	for id, doc := range docs {
-		if shared != nil {
-			if doc, err = shared.AppendSpliced(nil, doc, nil); err != nil {
-				t.Fatal(err)
-			}
+		out[id] = string(doc)
+	}
+	for id, i := range marked {
+		doc, err := shared.AppendSpliced(nil, i, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := shared.SplicedLen(i); len(doc) != n {
+			t.Errorf("%s %s: SplicedLen = %d, the spliced document has %d bytes", a.Name, id, n, len(doc))
 		}
 		out[id] = string(doc)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // A shared relation is a many-to-one inside an array: the product of an
@@ -136,13 +138,27 @@ func nextMarker(doc []byte, from int) (marker, error) {
 
 // SharedSet gathers the shared objects a batch's documents refer to:
 // Add each document Batch returned, Fetch once, then AppendSpliced each
-// document. It is not safe for concurrent use.
+// document Add kept. It is not safe for concurrent use.
 type SharedSet struct {
 	shared []*Shared
 	pos    []map[string]int // per Shared: marker key → position in keys
 	keys   [][][]json.RawMessage
 	objs   [][][]byte // per Shared, per position: the object, nil when no row
+	docs   []markedDoc
+	slots  []slot // the markers of docs, in order
+	copies wire.Arena
 }
+
+// A markedDoc is a copy of a document with markers, and its slots.
+type markedDoc struct {
+	doc    []byte
+	lo, hi int // slots[lo:hi]
+}
+
+// A slot is a marker found by Add: doc[start:end] holds the object at
+// position pos of Shared ref. Add parses each marker once, so splicing
+// looks nothing up.
+type slot struct{ start, end, ref, pos int }
 
 // NewSharedSet returns an empty set for a's shared relations.
 func (a *Aggregate) NewSharedSet() *SharedSet {
@@ -154,33 +170,42 @@ func (a *Aggregate) NewSharedSet() *SharedSet {
 	return s
 }
 
-// Add records the objects doc refers to and reports whether it refers to
-// any (whether it needs AppendSpliced).
-func (s *SharedSet) Add(doc []byte) (bool, error) {
-	found := false
+// Add records the objects doc refers to. When it refers to any, Add keeps
+// a copy of doc (doc may be reused after) and returns its index for
+// AppendSpliced; otherwise it returns -1.
+func (s *SharedSet) Add(doc []byte) (int, error) {
+	lo := len(s.slots)
 	for from := 0; ; {
 		m, err := nextMarker(doc, from)
+		if err == nil && m.start >= 0 && (m.ref < 0 || m.ref >= len(s.shared)) {
+			err = fmt.Errorf("mappings: marker of shared object %d; the statement has %d", m.ref, len(s.shared))
+		}
 		if err != nil {
-			return false, err
+			s.slots = s.slots[:lo]
+			return -1, err
 		}
 		if m.start < 0 {
-			return found, nil
+			break
 		}
-		if m.ref < 0 || m.ref >= len(s.shared) {
-			return false, fmt.Errorf("mappings: marker of shared object %d; the statement has %d", m.ref, len(s.shared))
+		from = m.end
+		p, ok := s.pos[m.ref][string(m.key)]
+		if !ok {
+			vals := bytes.Split(m.key, []byte{markSep})
+			key := make([]json.RawMessage, len(vals))
+			for i, v := range vals {
+				key[i] = json.RawMessage(bytes.Clone(v))
+			}
+			p = len(s.keys[m.ref])
+			s.pos[m.ref][string(m.key)] = p
+			s.keys[m.ref] = append(s.keys[m.ref], key)
 		}
-		found, from = true, m.end
-		if _, ok := s.pos[m.ref][string(m.key)]; ok {
-			continue
-		}
-		vals := bytes.Split(m.key, []byte{markSep})
-		key := make([]json.RawMessage, len(vals))
-		for i, v := range vals {
-			key[i] = json.RawMessage(bytes.Clone(v))
-		}
-		s.pos[m.ref][string(m.key)] = len(s.keys[m.ref])
-		s.keys[m.ref] = append(s.keys[m.ref], key)
+		s.slots = append(s.slots, slot{start: m.start, end: m.end, ref: m.ref, pos: p})
 	}
+	if len(s.slots) == lo {
+		return -1, nil
+	}
+	s.docs = append(s.docs, markedDoc{doc: s.copies.Append(doc, nil), lo: lo, hi: len(s.slots)})
+	return len(s.docs) - 1, nil
 }
 
 // Fetch builds every object added, one statement per shared relation, in
@@ -216,38 +241,45 @@ func (s *SharedSet) Fetch(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// AppendSpliced appends doc to dst with each marker replaced by its
-// object, or null when it names no row. appendText appends the text
-// between markers and the objects (wire.AppendCompact compacts them);
-// nil appends them as they are.
-func (s *SharedSet) AppendSpliced(dst, doc []byte, appendText func(dst, src []byte) []byte) ([]byte, error) {
+// SplicedLen returns the length of document i with its objects spliced
+// in (before appendText, which may only shorten it). Call it after Fetch.
+func (s *SharedSet) SplicedLen(i int) int {
+	d := s.docs[i]
+	n := len(d.doc)
+	for _, sl := range s.slots[d.lo:d.hi] {
+		n += len(s.object(sl)) - (sl.end - sl.start)
+	}
+	return n
+}
+
+// object returns the object of sl: null when it names no row, as Build's
+// COALESCE gives, or when Fetch has not built it (AppendSpliced says so).
+func (s *SharedSet) object(sl slot) []byte {
+	if objs := s.objs[sl.ref]; objs != nil && objs[sl.pos] != nil {
+		return objs[sl.pos]
+	}
+	return []byte("null")
+}
+
+// AppendSpliced appends document i (Add's index) to dst with each marker
+// replaced by its object, or null when it names no row. appendText
+// appends the text between markers and the objects (wire.AppendCompact
+// compacts them); nil appends them as they are.
+func (s *SharedSet) AppendSpliced(dst []byte, i int, appendText func(dst, src []byte) []byte) ([]byte, error) {
 	if appendText == nil {
 		appendText = func(dst, src []byte) []byte { return append(dst, src...) }
 	}
+	d := s.docs[i]
 	from := 0
-	for {
-		m, err := nextMarker(doc, from)
-		if err != nil {
-			return dst, err
+	for _, sl := range s.slots[d.lo:d.hi] {
+		if s.objs[sl.ref] == nil {
+			return dst, fmt.Errorf("mappings: shared object %d was not fetched", sl.ref)
 		}
-		if m.start < 0 {
-			return appendText(dst, doc[from:]), nil
-		}
-		dst = appendText(dst, doc[from:m.start])
-		if m.ref < 0 || m.ref >= len(s.shared) {
-			return dst, fmt.Errorf("mappings: marker of shared object %d; the statement has %d", m.ref, len(s.shared))
-		}
-		p, ok := s.pos[m.ref][string(m.key)]
-		if !ok || s.objs[m.ref] == nil {
-			return dst, fmt.Errorf("mappings: shared object %d %q was not added and fetched", m.ref, m.key)
-		}
-		obj := s.objs[m.ref][p]
-		if obj == nil {
-			obj = []byte("null") // no row, as Build's COALESCE gives
-		}
-		dst = appendText(dst, obj)
-		from = m.end
+		dst = appendText(dst, d.doc[from:sl.start])
+		dst = appendText(dst, s.object(sl))
+		from = sl.end
 	}
+	return appendText(dst, d.doc[from:]), nil
 }
 
 // Keys returns the referencing values added for Shared i, in the order

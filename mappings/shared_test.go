@@ -12,43 +12,58 @@ func mark(ref string, vals ...string) string {
 	return "\x01" + ref + "\x02" + strings.Join(vals, "\x02") + "\x03"
 }
 
-// fetched returns a set for n shared relations whose objects are
-// already fetched: objs[i] maps a marker key to its object ("" for a key
-// whose row does not exist).
-func fetched(objs []map[string]string) *SharedSet {
+// spliced adds doc to a set of len(objs) shared relations, gives each
+// key it refers to its object from objs[relation] (by marker key; ""
+// for a key whose row does not exist), and splices them in after pre.
+func spliced(t *testing.T, objs []map[string]string, pre, doc string) (string, error) {
+	t.Helper()
 	a := &Aggregate{}
 	for range objs {
 		a.Shared = append(a.Shared, &Shared{Node: &Node{Path: "p"}})
 	}
 	s := a.NewSharedSet()
-	for i, m := range objs {
-		for k, o := range m {
-			s.pos[i][k] = len(s.objs[i])
-			var obj []byte
-			if o != "" {
-				obj = []byte(o)
+	i, err := s.Add([]byte(doc))
+	if err != nil || i < 0 {
+		return doc, err
+	}
+	for r, m := range objs {
+		s.objs[r] = make([][]byte, len(s.keys[r]))
+		for p, key := range s.keys[r] {
+			var vals []string
+			for _, v := range key {
+				vals = append(vals, string(v))
 			}
-			s.objs[i] = append(s.objs[i], obj)
+			o, ok := m[strings.Join(vals, "\x02")]
+			if !ok {
+				t.Fatalf("no object for key %q of shared %d", vals, r)
+			}
+			if o != "" {
+				s.objs[r][p] = []byte(o)
+			}
 		}
 	}
-	return s
+	out, err := s.AppendSpliced([]byte(pre), i, nil)
+	if err == nil && len(out)-len(pre) != s.SplicedLen(i) {
+		t.Errorf("SplicedLen = %d, the spliced document has %d bytes", s.SplicedLen(i), len(out)-len(pre))
+	}
+	return string(out), err
 }
 
 func TestSharedSetSplices(t *testing.T) {
-	s := fetched([]map[string]string{
+	objs := []map[string]string{
 		{"7": `{"id":7}`, "8": ""},
 		{`"eu"` + "\x02" + `"b,c"`: `{"city":"x"}`},
-	})
+	}
 	doc := `{"a":[{"p":` + mark("0", "7") + `},{"p":` + mark("0", "8") + `},{"p":` + mark("0", "7") + `}],"w":` + mark("1", `"eu"`, `"b,c"`) + `}`
-	got, err := s.AppendSpliced([]byte("pre:"), []byte(doc), nil)
+	got, err := spliced(t, objs, "pre:", doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `pre:{"a":[{"p":{"id":7}},{"p":null},{"p":{"id":7}}],"w":{"city":"x"}}`; string(got) != want {
+	if want := `pre:{"a":[{"p":{"id":7}},{"p":null},{"p":{"id":7}}],"w":{"city":"x"}}`; got != want {
 		t.Errorf("spliced = %s\nwant %s (a key without a row is null)", got, want)
 	}
 	plain := `{"a":"no markers"}`
-	if got, err := s.AppendSpliced(nil, []byte(plain), nil); err != nil || string(got) != plain {
+	if got, err := spliced(t, objs, "", plain); err != nil || got != plain {
 		t.Errorf("a document without markers = %s, %v; want it unchanged", got, err)
 	}
 	for _, bad := range []string{
@@ -57,11 +72,20 @@ func TestSharedSetSplices(t *testing.T) {
 		`{"p":` + "\x01" + `x` + "\x02" + `7` + "\x03}", // index not a number
 		`{"p":` + "\x01" + `0` + "\x02" + `7}`,          // no end
 		`{"p":` + mark("2", "7") + `}`,                  // no such shared relation
-		`{"p":` + mark("0", "9") + `}`,                  // a key never added
 	} {
-		if got, err := s.AppendSpliced(nil, []byte(bad), nil); err == nil {
-			t.Errorf("AppendSpliced(%q) = %q, want an error", bad, got)
+		if got, err := spliced(t, objs, "", bad); err == nil {
+			t.Errorf("splicing %q = %q, want an error", bad, got)
 		}
+	}
+	// Splicing before Fetch built the objects is an error, not nulls.
+	a := &Aggregate{Shared: []*Shared{{Node: &Node{}}}}
+	s := a.NewSharedSet()
+	i, err := s.Add([]byte(`{"p":` + mark("0", "7") + `}`))
+	if err != nil || i != 0 {
+		t.Fatalf("Add = %d, %v; want 0", i, err)
+	}
+	if got, err := s.AppendSpliced(nil, i, nil); err == nil {
+		t.Errorf("AppendSpliced before Fetch = %q, want an error", got)
 	}
 }
 
@@ -72,13 +96,18 @@ func TestSharedSetAddsEachKeyOnce(t *testing.T) {
 		`{"x":` + mark("0", "1") + `,"y":` + mark("0", "2") + `,"z":` + mark("1", `"a"`, `"b"`) + `}`,
 		`{"x":` + mark("0", "2") + `}`,
 	} {
-		marked, err := s.Add([]byte(doc))
-		if err != nil || !marked {
-			t.Fatalf("Add(%q) = %v, %v; want true", doc, marked, err)
+		buf := []byte(doc)
+		i, err := s.Add(buf)
+		if err != nil || i < 0 {
+			t.Fatalf("Add(%q) = %d, %v; want an index", doc, i, err)
+		}
+		clear(buf) // Add keeps its own copy: the caller's buffer is reused
+		if got := string(s.docs[i].doc); got != doc {
+			t.Errorf("kept document %d = %q, want %q", i, got, doc)
 		}
 	}
-	if marked, err := s.Add([]byte(`{"x":1}`)); err != nil || marked {
-		t.Errorf("Add of a document without markers = %v, %v; want false", marked, err)
+	if i, err := s.Add([]byte(`{"x":1}`)); err != nil || i >= 0 {
+		t.Errorf("Add of a document without markers = %d, %v; want -1", i, err)
 	}
 	got, _ := json.Marshal([][][]json.RawMessage{s.Keys(0), s.Keys(1)})
 	if want := `[[[1],[2]],[["a","b"]]]`; string(got) != want {

@@ -33,6 +33,7 @@ type ParamSpec struct {
 // objects are not valid key values.
 func (q *Query) Args(keys [][]json.RawMessage) ([]any, error) {
 	cols := make([][]*string, len(q.Params))
+	texts := make([]string, len(q.Params)*len(keys)) // one allocation for the values cols point to
 	for i := range cols {
 		cols[i] = make([]*string, 0, len(keys))
 	}
@@ -41,11 +42,15 @@ func (q *Query) Args(keys [][]json.RawMessage) ([]any, error) {
 			return nil, fmt.Errorf("mappings: key %d has %d values, want %d (%s)", k, len(key), len(q.Params), q.columnList())
 		}
 		for i, v := range key {
-			s, err := jsonText(v)
+			t := &texts[k*len(q.Params)+i]
+			null, err := jsonText(v, t)
 			if err != nil {
 				return nil, fmt.Errorf("mappings: key %d, column %s: %w", k, q.Params[i].Column, err)
 			}
-			cols[i] = append(cols[i], s)
+			if null {
+				t = nil
+			}
+			cols[i] = append(cols[i], t)
 		}
 	}
 	args := make([]any, len(cols))
@@ -64,36 +69,91 @@ func (q *Query) columnList() string {
 }
 
 // jsonText returns the PostgreSQL text form of a to_jsonb-encoded scalar.
-func jsonText(v json.RawMessage) (*string, error) {
+func jsonText(v json.RawMessage, text *string) (null bool, err error) {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
-		return nil, fmt.Errorf("empty value")
+		return false, fmt.Errorf("empty value")
 	}
 	switch v[0] {
 	case 'n':
 		if string(v) == "null" {
-			return nil, nil
+			return true, nil
 		}
 	case 't', 'f':
 		if s := string(v); s == "true" || s == "false" {
-			return &s, nil
+			*text = s
+			return false, nil
 		}
 	case '"':
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return nil, fmt.Errorf("invalid JSON string %s: %w", v, err)
+		// Keys are mostly plain strings: their text is what is between
+		// the quotes. Escapes and other UTF-8 go through encoding/json.
+		if len(v) >= 2 && v[len(v)-1] == '"' && plainString(v[1:len(v)-1]) {
+			*text = string(v[1 : len(v)-1])
+			return false, nil
 		}
-		return &s, nil
+		if err := json.Unmarshal(v, text); err != nil {
+			return false, fmt.Errorf("invalid JSON string %s: %w", v, err)
+		}
+		return false, nil
 	case '[', '{':
-		return nil, fmt.Errorf("key values must be scalars, got %.40s", v)
+		return false, fmt.Errorf("key values must be scalars, got %.40s", v)
 	default:
-		var n json.Number
-		if err := json.Unmarshal(v, &n); err == nil {
-			s := n.String()
-			return &s, nil
+		if jsonNumber(v) {
+			*text = string(v) // json.Number's text: the literal
+			return false, nil
 		}
 	}
-	return nil, fmt.Errorf("invalid JSON value %.40s", v)
+	return false, fmt.Errorf("invalid JSON value %.40s", v)
+}
+
+// plainString reports whether b, between quotes, is a JSON string whose
+// value is b itself: printable ASCII without quote or backslash.
+func plainString(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonNumber reports whether b is a JSON number: -?(0|[1-9][0-9]*)
+// (.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(b []byte) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

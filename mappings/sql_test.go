@@ -1,9 +1,12 @@
 package mappings
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,4 +187,68 @@ func TestIndexMappingGolden(t *testing.T) {
 	m = mustBind(t, types, "version: 1\naggregates:\n  typed:\n    table: typed\n    elasticsearch: {settings: {number_of_shards: 3, analysis: {}}, mappings: {dynamic: strict, properties: {v: {type: keyword}}}}\n")
 	a = m.Aggregate("typed")
 	goldenJSON(t, "es/typed.json", map[string]any{"settings": a.IndexSettings(), "mappings": a.IndexMapping()})
+}
+
+// jsonTextByDecoding is what jsonText computes, by encoding/json alone
+// (after the same trim of surrounding space).
+func jsonTextByDecoding(v json.RawMessage) (text string, null, ok bool) {
+	var x any
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(v)))
+	dec.UseNumber()
+	if err := dec.Decode(&x); err != nil || dec.More() {
+		return "", false, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false, false
+	}
+	switch x := x.(type) {
+	case nil:
+		return "", true, true
+	case bool:
+		return strconv.FormatBool(x), false, true
+	case string:
+		return x, false, true
+	case json.Number:
+		return x.String(), false, true
+	}
+	return "", false, false // arrays and objects are not key values
+}
+
+// TestJSONTextAgreesWithEncodingJSON checks jsonText's fast paths (plain
+// strings, numbers) against encoding/json on the values that sit at their
+// edges.
+func TestJSONTextAgreesWithEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`0`, `-0`, `7`, `-12`, `1.5`, `1.50`, `1e9`, `1E+9`, `2.5e-3`, `12345678901234567890`, ` 42 `,
+		`01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `0x10`, `1_000`, `NaN`, `1 2`,
+		`""`, `"a"`, `"x y"`, `"x\"y"`, `"a\\b"`, `"\u00e9"`, `"é"`, "\"\xff\"", "\"a\tb\"", `"a`, `"`, `"a"b"`, `"~"`, "\"\x7f\"",
+		`null`, `nul`, `true`, `false`, `tru`, `[1]`, `{}`, ``, ` `,
+	} {
+		var text string
+		null, err := jsonText(json.RawMessage(in), &text)
+		want, wantNull, ok := jsonTextByDecoding(json.RawMessage(in))
+		switch {
+		case (err == nil) != ok:
+			t.Errorf("jsonText(%q): err %v, encoding/json accepts it: %v", in, err, ok)
+		case ok && (null != wantNull || (!null && text != want)):
+			t.Errorf("jsonText(%q) = %q (null %v), want %q (null %v)", in, text, null, want, wantNull)
+		}
+	}
+}
+
+func FuzzJSONText(f *testing.F) {
+	for _, s := range []string{`7`, `-1.5e3`, `"a"`, `"x\"y"`, `null`, `true`, `01`, "\"\xff\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var text string
+		null, err := jsonText(json.RawMessage(in), &text)
+		want, wantNull, ok := jsonTextByDecoding(json.RawMessage(in))
+		if (err == nil) != ok {
+			t.Fatalf("jsonText(%q): err %v, encoding/json accepts it: %v", in, err, ok)
+		}
+		if ok && (null != wantNull || (!null && text != want)) {
+			t.Fatalf("jsonText(%q) = %q (null %v), want %q (null %v)", in, text, null, want, wantNull)
+		}
+	})
 }

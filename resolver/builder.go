@@ -831,7 +831,15 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 		return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
 	}
 	n := len(a.ID)
-	built := make(map[string]json.RawMessage, len(vals))
+	var arena wire.Arena // the batch's documents share a few allocations
+	lsn := wire.FormatLSN(snap.lsn)
+	built := make(map[string]wire.Document, len(vals))
+	// newDoc writes a built document in place in its envelope.
+	newDoc := func(k []byte, n int, appendDoc func(dst []byte) []byte) wire.Document {
+		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn, Built: true}
+		d.FillEnvelope(&arena, n, appendDoc)
+		return d
+	}
 	var extra [][]byte // built ids whose encoding differs from every requested key
 	idv := make([][]byte, n)
 	var doc []byte
@@ -857,7 +865,10 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	if !a.Spaced {
 		appendDoc = func(dst, src []byte) []byte { return append(dst, src...) }
 	}
-	type pendingDoc struct{ key, doc []byte }
+	type pendingDoc struct {
+		key []byte
+		i   int // shared's index of the document
+	}
 	var pending []pendingDoc          // documents with markers, until their shared objects are built
 	raw := make([]json.RawMessage, n) // idKey copies what it keeps
 	requested := make(map[string]bool, len(canon))
@@ -885,17 +896,17 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 			extra = append(extra, k)
 		}
 		if shared != nil {
-			marked, err := shared.Add(doc)
+			i, err := shared.Add(doc)
 			if err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
 			}
-			if marked {
-				pending = append(pending, pendingDoc{k, bytes.Clone(doc)})
+			if i >= 0 {
+				pending = append(pending, pendingDoc{k, i})
 				continue
 			}
 		}
-		built[string(k)] = appendDoc(make(json.RawMessage, 0, len(doc)), doc)
+		built[string(k)] = newDoc(k, len(doc), func(dst []byte) []byte { return appendDoc(dst, doc) })
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -906,14 +917,16 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 			return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
 		}
 		for _, p := range pending {
-			doc, err := shared.AppendSpliced(make(json.RawMessage, 0, len(p.doc)*2), p.doc, appendDoc)
+			var err error
+			built[string(p.key)] = newDoc(p.key, shared.SplicedLen(p.i), func(dst []byte) []byte {
+				dst, err = shared.AppendSpliced(dst, p.i, appendDoc)
+				return dst
+			})
 			if err != nil {
 				return nil, fmt.Errorf("aggregate %s: build: %w", a.Name, err)
 			}
-			built[string(p.key)] = doc
 		}
 	}
-	lsn := wire.FormatLSN(snap.lsn)
 	docs := make([]wire.Document, 0, len(canon)+len(extra))
 	seen := make(map[string]bool, len(canon))
 	// A requested key that names a built row in another encoding (a ref
@@ -928,10 +941,9 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 			continue
 		}
 		seen[string(k)] = true
-		d := wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
-		if doc, ok := built[string(k)]; ok {
-			d.Doc, d.Built = doc, true
-		} else {
+		d, ok := built[string(k)]
+		if !ok {
+			d = wire.Document{Aggregate: a.Name, ID: json.RawMessage(k), Version: snap.lsn, LSN: lsn}
 			if builtAs == nil {
 				builtAs = make(map[string]bool, len(built))
 				for bk := range built {

@@ -132,5 +132,26 @@ func TestAppendEncodedMatchesEncode(t *testing.T) {
 		if got, err := built.AppendEncoded(nil); err != nil || string(got) != string(want) {
 			t.Errorf("built document %d (err %v):\nAppendEncoded %s\nEncode        %s", i, err, got, want)
 		}
+		// The build stage writes a document in place in its envelope:
+		// the same bytes, with Doc inside them.
+		if docs[i].Deleted {
+			continue
+		}
+		filled := Document{Aggregate: docs[i].Aggregate, ID: docs[i].ID, Version: docs[i].Version, LSN: docs[i].LSN, Built: true}
+		var a Arena
+		a.Append([]byte("before"), nil)
+		filled.FillEnvelope(&a, len(docs[i].Doc), func(dst []byte) []byte { return AppendCompact(dst, docs[i].Doc) })
+		if string(filled.Doc) != string(built.Doc) || cap(filled.Doc) != len(filled.Doc) {
+			t.Errorf("filled document %d: Doc %s (cap %d), want %s", i, filled.Doc, cap(filled.Doc), built.Doc)
+		}
+		switch {
+		case filled.Envelope == nil && plainJSONString(filled.Aggregate):
+			t.Errorf("filled document %d: no envelope", i)
+		case filled.Envelope != nil && string(filled.Envelope) != string(want):
+			t.Errorf("filled document %d:\nEnvelope %s\nEncode   %s", i, filled.Envelope, want)
+		}
+		if got, err := filled.AppendEncoded(nil); err != nil || string(got) != string(want) {
+			t.Errorf("filled document %d (err %v): AppendEncoded %s", i, err, got)
+		}
 	}
 }
