@@ -1266,8 +1266,11 @@ func docsProfile(b *testing.B, addr, name string, seconds int) <-chan struct{} {
 		}
 		b.Logf("profile %s: decant's ops port %s did not answer", path, addr)
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name+".cpu.pprof")
+	// The heap at the start too: go tool pprof -diff_base NAME.heap-start.pprof
+	// NAME.heap.pprof shows what the profiled work allocated.
+	go get("/debug/pprof/heap", name+".heap-start.pprof")
 	go func() { // the heap halfway through, after a collection
 		time.Sleep(time.Duration(seconds) * time.Second / 2)
 		get("/debug/pprof/heap?gc=1", name+".heap.pprof")

@@ -5,12 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/decant-cdc/decant/wire"
 )
 
 // A shared relation is a many-to-one inside an array: the product of an
@@ -138,7 +137,8 @@ func nextMarker(doc []byte, from int) (marker, error) {
 
 // SharedSet gathers the shared objects a batch's documents refer to:
 // Add each document Batch returned, Fetch once, then AppendSpliced each
-// document Add kept. It is not safe for concurrent use.
+// document Add kept. It is not safe for concurrent use. ReuseSharedSet
+// empties one for the next batch, keeping its memory.
 type SharedSet struct {
 	shared []*Shared
 	pos    []map[string]int // per Shared: marker key → position in keys
@@ -146,13 +146,14 @@ type SharedSet struct {
 	objs   [][][]byte // per Shared, per position: the object, nil when no row
 	docs   []markedDoc
 	slots  []slot // the markers of docs, in order
-	copies wire.Arena
+	copies []byte // the documents Add kept, one after the other
 }
 
-// A markedDoc is a copy of a document with markers, and its slots.
+// A markedDoc is a document with markers, copies[start:end], and its
+// slots.
 type markedDoc struct {
-	doc    []byte
-	lo, hi int // slots[lo:hi]
+	start, end int
+	lo, hi     int // slots[lo:hi]
 }
 
 // A slot is a marker found by Add: doc[start:end] holds the object at
@@ -161,11 +162,25 @@ type markedDoc struct {
 type slot struct{ start, end, ref, pos int }
 
 // NewSharedSet returns an empty set for a's shared relations.
-func (a *Aggregate) NewSharedSet() *SharedSet {
-	s := &SharedSet{shared: a.Shared, pos: make([]map[string]int, len(a.Shared)),
-		keys: make([][][]json.RawMessage, len(a.Shared)), objs: make([][][]byte, len(a.Shared))}
-	for i := range s.pos {
-		s.pos[i] = map[string]int{}
+func (a *Aggregate) NewSharedSet() *SharedSet { return a.ReuseSharedSet(nil) }
+
+// ReuseSharedSet returns s emptied for a's shared relations, keeping the
+// memory its last batch grew (a new set when s is nil). Nothing Add,
+// Fetch or AppendSpliced returned may be in use: AppendSpliced copies.
+func (a *Aggregate) ReuseSharedSet(s *SharedSet) *SharedSet {
+	if s == nil {
+		s = &SharedSet{}
+	}
+	s.shared = a.Shared
+	s.docs, s.slots, s.copies = s.docs[:0], s.slots[:0], s.copies[:0]
+	n := len(a.Shared)
+	for len(s.pos) < n {
+		s.pos = append(s.pos, map[string]int{})
+	}
+	s.pos, s.keys, s.objs = s.pos[:n], slices.Grow(s.keys[:0], n)[:n], slices.Grow(s.objs[:0], n)[:n]
+	for i := range n {
+		clear(s.pos[i])
+		s.keys[i], s.objs[i] = s.keys[i][:0], nil
 	}
 	return s
 }
@@ -204,7 +219,8 @@ func (s *SharedSet) Add(doc []byte) (int, error) {
 	if len(s.slots) == lo {
 		return -1, nil
 	}
-	s.docs = append(s.docs, markedDoc{doc: s.copies.Append(doc, nil), lo: lo, hi: len(s.slots)})
+	s.docs = append(s.docs, markedDoc{start: len(s.copies), end: len(s.copies) + len(doc), lo: lo, hi: len(s.slots)})
+	s.copies = append(s.copies, doc...)
 	return len(s.docs) - 1, nil
 }
 
@@ -245,7 +261,7 @@ func (s *SharedSet) Fetch(ctx context.Context, q Querier) error {
 // in (before appendText, which may only shorten it). Call it after Fetch.
 func (s *SharedSet) SplicedLen(i int) int {
 	d := s.docs[i]
-	n := len(d.doc)
+	n := d.end - d.start
 	for _, sl := range s.slots[d.lo:d.hi] {
 		n += len(s.object(sl)) - (sl.end - sl.start)
 	}
@@ -270,16 +286,17 @@ func (s *SharedSet) AppendSpliced(dst []byte, i int, appendText func(dst, src []
 		appendText = func(dst, src []byte) []byte { return append(dst, src...) }
 	}
 	d := s.docs[i]
+	doc := s.copies[d.start:d.end]
 	from := 0
 	for _, sl := range s.slots[d.lo:d.hi] {
 		if s.objs[sl.ref] == nil {
 			return dst, fmt.Errorf("mappings: shared object %d was not fetched", sl.ref)
 		}
-		dst = appendText(dst, d.doc[from:sl.start])
+		dst = appendText(dst, doc[from:sl.start])
 		dst = appendText(dst, s.object(sl))
 		from = sl.end
 	}
-	return appendText(dst, d.doc[from:]), nil
+	return appendText(dst, doc[from:]), nil
 }
 
 // Keys returns the referencing values added for Shared i, in the order

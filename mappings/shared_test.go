@@ -102,7 +102,7 @@ func TestSharedSetAddsEachKeyOnce(t *testing.T) {
 			t.Fatalf("Add(%q) = %d, %v; want an index", doc, i, err)
 		}
 		clear(buf) // Add keeps its own copy: the caller's buffer is reused
-		if got := string(s.docs[i].doc); got != doc {
+		if got := string(s.copies[s.docs[i].start:s.docs[i].end]); got != doc {
 			t.Errorf("kept document %d = %q, want %q", i, got, doc)
 		}
 	}
@@ -231,6 +231,42 @@ func TestPGSharedObjects(t *testing.T) {
 			if got := string(order2.Lines[i][k]); got != v {
 				t.Errorf("order 2, line %d, %s = %s, want %s", i, k, got, v)
 			}
+		}
+	}
+}
+
+// TestReuseSharedSet: a set reused for the next batch, of the same
+// aggregate or another, holds nothing of the last one.
+func TestReuseSharedSet(t *testing.T) {
+	two := &Aggregate{Shared: []*Shared{{Node: &Node{}}, {Node: &Node{}}}}
+	one := &Aggregate{Shared: []*Shared{{Node: &Node{}}}}
+	s := two.NewSharedSet()
+	for _, doc := range []string{`{"x":` + mark("0", "1") + `,"z":` + mark("1", `"a"`) + `}`, `{"x":` + mark("0", "2") + `}`} {
+		if i, err := s.Add([]byte(doc)); err != nil || i < 0 {
+			t.Fatalf("Add(%q) = %d, %v", doc, i, err)
+		}
+	}
+	s.objs[0], s.objs[1] = [][]byte{[]byte(`"one"`), []byte(`"two"`)}, [][]byte{[]byte(`"a"`)}
+	for _, a := range []*Aggregate{two, one} {
+		s = a.ReuseSharedSet(s)
+		if len(s.pos) != len(a.Shared) || len(s.keys) != len(a.Shared) || len(s.objs) != len(a.Shared) {
+			t.Fatalf("reused for %d shared relations: %d/%d/%d", len(a.Shared), len(s.pos), len(s.keys), len(s.objs))
+		}
+		doc := `{"y":[` + mark("0", "2") + `,` + mark("0", "3") + `]}`
+		i, err := s.Add([]byte(doc))
+		if err != nil || i != 0 {
+			t.Fatalf("Add after reuse = %d, %v; want document 0", i, err)
+		}
+		got, _ := json.Marshal(s.Keys(0))
+		if string(got) != `[[2],[3]]` {
+			t.Errorf("keys after reuse = %s, want [[2],[3]] (none of the last batch)", got)
+		}
+		if _, err := s.AppendSpliced(nil, i, nil); err == nil {
+			t.Error("AppendSpliced after reuse found the last batch's objects")
+		}
+		s.objs[0] = [][]byte{[]byte(`"two"`), nil}
+		if out, err := s.AppendSpliced(nil, i, nil); err != nil || string(out) != `{"y":["two",null]}` {
+			t.Errorf("spliced after reuse = %s, %v", out, err)
 		}
 	}
 }

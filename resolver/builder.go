@@ -484,7 +484,7 @@ func (c *coalesced) appendXids(out []uint32, key []byte) []uint32 {
 // refs than the others does not hold the batch up alone). Only once the
 // sink accepted every document may the batch's offsets be committed.
 func (b *Builder) plan(recs []*kgo.Record) *batch {
-	bt := &batch{recs: recs, keys: map[string]struct{}{}, logged: make(chan struct{}), done: make(chan struct{})}
+	bt := &batch{recs: recs, keys: make(map[string]struct{}, len(recs)), logged: make(chan struct{}), done: make(chan struct{})}
 	type tp struct {
 		topic string
 		part  int32
@@ -501,7 +501,8 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			continue
 		}
 		// A key is checked once per batch: refs of one id repeat under load.
-		if _, seen := bt.keys[batchKey(r.Topic, r.Key)]; !seen {
+		bk := batchKey(r.Topic, r.Key)
+		if _, seen := bt.keys[bk]; !seen {
 			if _, err := parseKey(a, r.Key); err != nil {
 				bt.bad = append(bt.bad, badRecord{r, err}) // no build can ever succeed for it
 				continue
@@ -525,7 +526,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			order = append(order, k)
 		}
 		w.keys.add(r.Key, ref)
-		bt.keys[batchKey(r.Topic, r.Key)] = struct{}{}
+		bt.keys[bk] = struct{}{}
 	}
 	// Chunks of one aggregate, filled across its partitions.
 	var chunks []chunk
@@ -537,7 +538,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 			i, ok := byAgg[w.agg]
 			if !ok || len(chunks[i].keys) == b.cfg.BatchSize {
 				i = len(chunks)
-				chunks = append(chunks, chunk{agg: w.agg, topic: w.topic, writers: map[string]string{}})
+				chunks = append(chunks, chunk{agg: w.agg, topic: w.topic, writers: make(map[string]string, min(b.cfg.BatchSize, len(w.keys.keys)))})
 				byAgg[w.agg] = i
 			}
 			c := &chunks[i]
@@ -786,6 +787,11 @@ func parseKeyJSON(a *mappings.Aggregate, key []byte) ([]json.RawMessage, error) 
 	return vals, nil
 }
 
+// sharedSets keeps the build's SharedSets for the next batches: a set
+// holds a copy of each marked document of its batch, which would be
+// garbage at every batch.
+var sharedSets sync.Pool
+
 // build builds the documents of keys (at most one statement's worth) in
 // one snapshot in which every xid is visible. It returns one document per
 // distinct key, in the order given: ids without a row are Deleted. A key
@@ -824,7 +830,9 @@ func build(ctx context.Context, db *pgxpool.Pool, a *mappings.Aggregate, keys []
 	if a.Batch != nil {
 		// Batch leaves the objects of shared many-to-ones to one statement
 		// each, in this snapshot: marked documents wait in pending.
-		stmt, shared = a.Batch, a.NewSharedSet()
+		shared, _ = sharedSets.Get().(*mappings.SharedSet)
+		stmt, shared = a.Batch, a.ReuseSharedSet(shared)
+		defer sharedSets.Put(shared) // the documents are copied out of it
 	}
 	rows, err := snap.tx.Query(ctx, stmt.SQL, args...)
 	if err != nil {

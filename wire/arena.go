@@ -12,21 +12,9 @@ type Arena struct {
 	buf []byte
 }
 
-// Append returns appendFn(nil, src) as a slice of the arena, whose
-// capacity ends where it does. appendFn (wire.AppendCompact, for one) must
-// not append more than len(src) bytes to fit without a copy; more is
-// correct but allocates. nil appendFn copies src.
-func (a *Arena) Append(src []byte, appendFn func(dst, src []byte) []byte) []byte {
-	return a.Fill(len(src), func(dst []byte) []byte {
-		if appendFn == nil {
-			return append(dst, src...)
-		}
-		return appendFn(dst, src)
-	})
-}
-
 // Fill returns the bytes fill appends to an empty slice with room for n,
-// as a slice of the arena.
+// as a slice of the arena whose capacity ends where it does. fill should
+// append at most n bytes: more is correct but allocates.
 func (a *Arena) Fill(n int, fill func(dst []byte) []byte) []byte {
 	if cap(a.buf)-len(a.buf) < n {
 		a.buf = make([]byte, 0, max(arenaChunk, n))

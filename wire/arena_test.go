@@ -15,21 +15,21 @@ func TestArenaSlicesStayApart(t *testing.T) {
 		if i == 100 {
 			src = strings.Repeat("z", arenaChunk+5) // larger than a chunk
 		}
-		b := a.Append([]byte(src), nil)
+		b := a.Fill(len(src), func(dst []byte) []byte { return append(dst, src...) })
 		if cap(b) != len(b) {
 			t.Fatalf("slice %d: cap %d > len %d; an append to it would write into the next", i, cap(b), len(b))
 		}
 		got, want = append(got, b), append(want, src)
 	}
-	// An appendFn that writes more than len(src) still gets it all.
-	long := a.Append([]byte("ab"), func(dst, src []byte) []byte {
-		return append(append(dst, src...), bytes.Repeat([]byte("x"), arenaChunk)...)
+	// A fill that writes more than it said still gets it all.
+	long := a.Fill(2, func(dst []byte) []byte {
+		return append(append(dst, "ab"...), bytes.Repeat([]byte("x"), arenaChunk)...)
 	})
 	if len(long) != 2+arenaChunk || string(long[:3]) != "abx" {
 		t.Errorf("a longer append: %d bytes, starting %q", len(long), long[:3])
 	}
 	_ = append(got[0], "overwrite?"...) // cap == len: reallocates, cannot touch got[1]
-	compacted := a.Append([]byte(`{ "a" : 1 }`), AppendCompact)
+	compacted := a.Fill(11, func(dst []byte) []byte { return AppendCompact(dst, []byte(`{ "a" : 1 }`)) })
 	for i := range got {
 		if string(got[i]) != want[i] {
 			t.Fatalf("slice %d changed: %.20q…, want %.20q…", i, got[i], want[i])

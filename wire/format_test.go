@@ -139,7 +139,7 @@ func TestAppendEncodedMatchesEncode(t *testing.T) {
 		}
 		filled := Document{Aggregate: docs[i].Aggregate, ID: docs[i].ID, Version: docs[i].Version, LSN: docs[i].LSN, Built: true}
 		var a Arena
-		a.Append([]byte("before"), nil)
+		a.Fill(6, func(dst []byte) []byte { return append(dst, "before"...) })
 		filled.FillEnvelope(&a, len(docs[i].Doc), func(dst []byte) []byte { return AppendCompact(dst, docs[i].Doc) })
 		if string(filled.Doc) != string(built.Doc) || cap(filled.Doc) != len(filled.Doc) {
 			t.Errorf("filled document %d: Doc %s (cap %d), want %s", i, filled.Doc, cap(filled.Doc), built.Doc)
