@@ -495,6 +495,12 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 	// backfill does, and the refs of one transaction): decoded once.
 	var lastValue []byte
 	var lastRef wire.Ref
+	refs := map[*mappings.Aggregate]int{} // counted once per batch: a labelled counter is a lookup
+	defer func() {
+		for a, n := range refs {
+			b.met.refs.WithLabelValues(a.Name).Add(float64(n))
+		}
+	}()
 	for _, r := range recs {
 		a := b.byTopic[r.Topic]
 		if a == nil || r.Value == nil {
@@ -517,7 +523,7 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 		} else {
 			lastValue, lastRef = r.Value, ref
 		}
-		b.met.refs.WithLabelValues(a.Name).Inc()
+		refs[a]++
 		k := tp{r.Topic, r.Partition}
 		w := byPart[k]
 		if w == nil {
