@@ -154,6 +154,7 @@ chaos: ## long chaos run: ≥50,000 operations, ≥30 faults (restarts the test 
 
 fuzz: ## run every fuzz target for a minute each
 	$(GO) test ./mappings -run='^$$' -fuzz=FuzzLoad -fuzztime=1m
+	$(GO) test ./mappings -run='^$$' -fuzz=FuzzJSONText -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzEncodeValue -fuzztime=1m
 	$(GO) test ./streamer -run='^$$' -fuzz=FuzzDecodePgoutput -fuzztime=1m
 	$(GO) test ./resolver -run='^$$' -fuzz=FuzzKeyFastPath -fuzztime=1m
