@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/decant-cdc/decant/wire"
 )
 
 // Query is a generated SQL statement whose parameters are batches of key
@@ -74,86 +76,23 @@ func jsonText(v json.RawMessage, text *string) (null bool, err error) {
 	if len(v) == 0 {
 		return false, fmt.Errorf("empty value")
 	}
+	// Keys are mostly plain strings and numbers: their text is as written.
+	if plain, null, ok := wire.PlainScalar(v); ok {
+		if !null {
+			*text = string(plain)
+		}
+		return null, nil
+	}
 	switch v[0] {
-	case 'n':
-		if string(v) == "null" {
-			return true, nil
-		}
-	case 't', 'f':
-		if s := string(v); s == "true" || s == "false" {
-			*text = s
-			return false, nil
-		}
-	case '"':
-		// Keys are mostly plain strings: their text is what is between
-		// the quotes. Escapes and other UTF-8 go through encoding/json.
-		if len(v) >= 2 && v[len(v)-1] == '"' && plainString(v[1:len(v)-1]) {
-			*text = string(v[1 : len(v)-1])
-			return false, nil
-		}
+	case '"': // escapes, other UTF-8
 		if err := json.Unmarshal(v, text); err != nil {
 			return false, fmt.Errorf("invalid JSON string %s: %w", v, err)
 		}
 		return false, nil
 	case '[', '{':
 		return false, fmt.Errorf("key values must be scalars, got %.40s", v)
-	default:
-		if jsonNumber(v) {
-			*text = string(v) // json.Number's text: the literal
-			return false, nil
-		}
 	}
 	return false, fmt.Errorf("invalid JSON value %.40s", v)
-}
-
-// plainString reports whether b, between quotes, is a JSON string whose
-// value is b itself: printable ASCII without quote or backslash.
-func plainString(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonNumber reports whether b is a JSON number: -?(0|[1-9][0-9]*)
-// (.[0-9]+)?([eE][+-]?[0-9]+)?
-func jsonNumber(b []byte) bool {
-	i := 0
-	digits := func() int {
-		n := 0
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case digits() == 0:
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(b)
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

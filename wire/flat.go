@@ -156,3 +156,22 @@ func scanNumber(b []byte, i int) (end int, ok bool) {
 	}
 	return i, true
 }
+
+// PlainScalar returns the text of the JSON scalar v when it needs no
+// decoding: a string of printable ASCII without escapes gives its
+// content, a number its literal, true and false themselves, and null
+// reports null. ok is false for anything else (escapes, other UTF-8,
+// arrays, objects, invalid JSON), which encoding/json must decide.
+func PlainScalar(v []byte) (text []byte, null, ok bool) {
+	if isNull(v) {
+		return nil, true, true
+	}
+	end, ok := scanFlatValue(v, 0)
+	if !ok || end != len(v) {
+		return nil, false, false
+	}
+	if v[0] == '"' {
+		return v[1 : len(v)-1], false, true
+	}
+	return v, false, true
+}
