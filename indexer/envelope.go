@@ -18,7 +18,8 @@ func checkDocument(d *wire.Document) error {
 	if _, err := idValues(d.ID); err != nil {
 		return err
 	}
-	isNull := len(bytes.TrimSpace(d.Doc)) == 0 || bytes.Equal(bytes.TrimSpace(d.Doc), []byte("null"))
+	doc := bytes.TrimSpace(d.Doc)
+	isNull := len(doc) == 0 || string(doc) == "null"
 	if d.Deleted && !isNull {
 		return fmt.Errorf("aggregate %s id %s: a deleted document must have doc null", d.Aggregate, d.ID)
 	}

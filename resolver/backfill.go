@@ -185,8 +185,13 @@ func WaitBuilt(ctx context.Context, cfg Config, b *Backfilled, progress func(don
 			return nil
 		}
 		// A committed-offsets fetch is one small request; every poll's
-		// pause is a delay of the command's return.
-		if !ctxtime.Sleep(ctx, 50*time.Millisecond) {
+		// pause is a delay of the command's return, so the last tenth of
+		// the work is polled five times as often.
+		pause := 50 * time.Millisecond
+		if 10*done >= 9*total {
+			pause = 10 * time.Millisecond
+		}
+		if !ctxtime.Sleep(ctx, pause) {
 			return ctx.Err()
 		}
 	}

@@ -623,8 +623,13 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func
 	}()
 	var group []wire.Document
 	size := 0
+	// Groups are about as long as the last one: sized once rather than
+	// grown chunk by chunk (the growth was most of what this loop
+	// allocated).
+	last := 0
 	flush := func() {
 		docs := group
+		last = len(group)
 		group, size = nil, 0
 		if failed() {
 			return
@@ -646,6 +651,9 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func
 		}()
 	}
 	for docs := range built {
+		if group == nil {
+			group = make([]wire.Document, 0, max(last, len(docs)))
+		}
 		group = append(group, docs...)
 		for i := range docs {
 			size += docBytes(&docs[i])
