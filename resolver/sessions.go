@@ -85,11 +85,11 @@ func groupClient(opts []kgo.Opt, group string, topics []string, session time.Dur
 		// Bounded fetch buffers: a backlog of millions of records must not
 		// become millions of records in memory (issue 5, fan-out test).
 		// At most 2 fetches of 4 MiB are buffered. A fetch costs Kafka
-		// and franz-go per request as much as per byte: reading back
-		// 1.3 M raw records (530 MB) took 1,012 fetches of at most 1 MiB
-		// and 256 KiB a partition, and 441 at these limits, Kafka 1.2–1.6
-		// CPU-seconds against 0.55 and the consumer 1.7–1.9 against 1.2
-		// (docs/performance.md, thirty-third pass).
+		// and franz-go per request as much as per byte, and a snapshot
+		// fills one table's partitions at a time: reading back 1.3 M raw
+		// records (530 MB) at 1 MiB and 256 KiB a partition cost Kafka
+		// 1.2–1.6 CPU-seconds and the consumer 1.7–1.9, at these limits
+		// 0.55 and 1.2 (docs/performance.md, thirty-third pass).
 		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20), kgo.MaxConcurrentFetches(2),
 	)
 	cl, err := kgo.NewClient(opts...)
