@@ -84,6 +84,9 @@ func TestCheckDocument(t *testing.T) {
 		{wire.Document{ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(`{}`)}, "no aggregate"},
 		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Deleted: true, Doc: json.RawMessage(`{}`)}, "must have doc null"},
 		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`)}, "doc is null"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Deleted: true, Doc: json.RawMessage(" null\n")}, ""},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(" null ")}, "doc is null"},
+		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage("  ")}, "doc is null"},
 		{wire.Document{Aggregate: "c", ID: json.RawMessage(`{"id":1}`), Doc: json.RawMessage(`{`)}, "not valid JSON"},
 		{wire.Document{Aggregate: "c", ID: json.RawMessage(`7`), Doc: json.RawMessage(`{}`)}, "JSON object"},
 	} {
