@@ -119,6 +119,9 @@ aggregates:
 // the hops' split then attributes a change to the first refs record of
 // its document after its raw record, which may be an earlier change's).
 // DECANT_BENCH_FRESHNESS_LOG keeps decant's log in that file.
+// DECANT_BENCH_PROFILE_DIR saves decant's CPU profile of phase 2
+// (freshness.cpu.pprof) and of phase 3 (freshness-low.cpu.pprof), with
+// heap profiles, in that directory.
 //
 //	go test ./e2e -run '^$' -bench '^BenchmarkFreshness$' -benchtime 1x -timeout 30m
 func BenchmarkFreshness(b *testing.B) {
@@ -278,8 +281,11 @@ streamer:
 		// 3. CPU per change at a low rate (issue 14's acceptance 6
 		// compares it with the maximum rate's): the changes and the
 		// pipeline's idle work, until /v1/wait says all are written.
+		<-profiled // one CPU profile at a time
 		cpu0 = freshCPU(b, run.Pid())
 		lowCount := lowRate * lowSeconds
+		lowProfiled := docsProfile(b, addr, "freshness-low", min(lowSeconds, benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20)))
+		defer func() { <-lowProfiled }()
 		if err := freshDrive(ctx, pool, n, seq, lowCount, float64(lowRate), time.Duration(lowSeconds)*time.Second, nil); err != nil {
 			b.Fatalf("low rate: %v", err)
 		}
