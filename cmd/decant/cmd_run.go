@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/decant-cdc/decant/config"
 	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/procs"
 	"github.com/decant-cdc/decant/mappings"
 	"github.com/decant-cdc/decant/opsapi"
 	"github.com/decant-cdc/decant/resolver"
@@ -140,6 +142,7 @@ func (p *pipeline) run(ctx context.Context, backfill bool) error {
 	stage("map", mapper.Run)
 	stage("build", builder.run)
 	g.Go(func() error { return ops.Serve(gctx, cfg.HTTP.Listen) })
+	g.Go(func() error { procs.Run(gctx, st.log, time.Second); return nil })
 	if backfill && firstStart { // decided before the streamer creates the slot
 		g.Go(func() error { resolver.BackfillEmpty(gctx, st.rcfg, st.pool, st.model); return nil })
 	}
