@@ -5,10 +5,11 @@
 // crosses three stages, each hop a goroutine woken by the network. With a
 // second processor idle, the Go scheduler wakes a second thread for each
 // hop, which spins looking for work and parks again: on a 2-core machine
-// shared with PostgreSQL, Kafka and Elasticsearch, decant spent about a
-// fifth less CPU per change with GOMAXPROCS=1, at every rate up to the
-// maximum of make bench-freshness and in Kafka-sink-only backfills
-// (docs/performance.md, thirty-fourth pass). An initial snapshot needs
+// shared with PostgreSQL, Kafka and Elasticsearch, decant spent a fifth
+// less CPU per change at 100 changes/s on one processor, up to a third
+// less at half of make bench-freshness's maximum rate, and a sixth less
+// in Kafka-sink-only backfills (docs/performance.md, thirty-fourth
+// pass). An initial snapshot needs
 // more than one processor, though: it took half as long again on one. So
 // the process starts on the default, drops to one processor after a while
 // of using less than Down of a core, and returns to the default as soon
