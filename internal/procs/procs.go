@@ -9,11 +9,11 @@
 // less CPU per change at 100 changes/s on one processor, up to a third
 // less at half of make bench-freshness's maximum rate, and a sixth less
 // in Kafka-sink-only backfills (docs/performance.md, thirty-fourth
-// pass). An initial snapshot needs
-// more than one processor, though: it took half as long again on one. So
-// the process starts on the default, drops to one processor after a while
-// of using less than Down of a core, and returns to the default as soon
-// as one second on one processor uses more than Up of it.
+// pass). An initial snapshot needs more than one processor, though: it
+// took half as long again on one. So the process starts on the default,
+// drops to one processor after a while of using less than Down of a
+// core, and returns to the default as soon as one second on one
+// processor uses more than Up of it.
 package procs
 
 import (
