@@ -230,6 +230,10 @@ func docsLoggedSince(p *testenv.Proc, msg string, start time.Time) time.Duration
 	return t.Sub(start)
 }
 
+// docsLoadFinished is decant run's log message once it gave a loaded
+// index its mapping's settings back (finishLoads).
+const docsLoadFinished = "initial load complete"
+
 // docsSlotCreated is the streamer's log message once its slot exists:
 // creating a slot waits for every transaction running on the server to
 // end, which on a shared server can take seconds.
@@ -293,8 +297,10 @@ func (d *docsBench) waitLoaded(b *testing.B, run *testenv.Proc, docsReady func()
 	d.waitLoadedAt(b, run, d.k.Prefix, docsReady)
 }
 
-// waitLoadedAt is waitLoaded for a decant run on topic prefix prefix.
-func (d *docsBench) waitLoadedAt(b *testing.B, run *testenv.Proc, prefix string, docsReady func() (bool, error)) {
+// waitLoadedAt is waitLoaded for a decant run on topic prefix prefix. It
+// returns when it first saw the snapshot complete and both groups with
+// nothing left: the pipeline's work done, before docsReady held.
+func (d *docsBench) waitLoadedAt(b *testing.B, run *testenv.Proc, prefix string, docsReady func() (bool, error)) (built time.Time) {
 	b.Helper()
 	ctx := testenv.Ctx(b)
 	refs := wire.RefsTopic(prefix, "customer")
@@ -311,8 +317,12 @@ func (d *docsBench) waitLoadedAt(b *testing.B, run *testenv.Proc, prefix string,
 		if lag, err := docsLag(ctx, d.k.Admin, prefix+".build", refs); err != nil || lag > 0 {
 			return false, fmt.Errorf("build group: lag %d (%v)", lag, err)
 		}
+		if built.IsZero() {
+			built = time.Now()
+		}
 		return docsReady()
 	})
+	return built
 }
 
 // docsExport reads the documents of alias matching query (a JSON query
@@ -500,6 +510,7 @@ const docsTimedLoads = 3
 // build statements, Kafka requests).
 type docsLoad struct {
 	took, slot, snapshot                    time.Duration
+	built, finished                         time.Duration // the groups done (waitLoadedAt); the index's settings restored (docsLoadFinished)
 	cpu, serversSum                         float64
 	servers, esWork, jit, kafkaRequests     string
 	requests, parts, mapBatches, statements float64
@@ -519,11 +530,12 @@ func (d *docsBench) timedLoad(b *testing.B, config, prefix, alias, addr, logName
 	if profile {
 		profiled = docsProfile(b, addr, "initial-load", benchEnvInt("DECANT_BENCH_PROFILE_SECONDS", 20))
 	}
-	d.waitLoadedAt(b, run, prefix, func() (bool, error) {
+	built := d.waitLoadedAt(b, run, prefix, func() (bool, error) {
 		c, err := freshCount(ctx, d.es, alias, `{"match_all":{}}`)
 		return c == d.n, fmt.Errorf("%d documents (%v)", c, err)
 	})
-	l := docsLoad{took: time.Since(start), cpu: freshCPU(b, run.Pid())}
+	l := docsLoad{took: time.Since(start), cpu: freshCPU(b, run.Pid()), built: built.Sub(start)}
+	l.finished = docsLoggedSince(run, docsLoadFinished, start)
 	l.servers, l.serversSum = readServerCPU().since(servers0)
 	l.esWork = readESStats(d.es).since(es0)
 	l.jit, _ = readJITCPU().since(jit0)
@@ -645,8 +657,8 @@ func BenchmarkInitialLoad(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "ceiling-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_timed_seconds=%s decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f kafka_requests=%s plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s jit_decant_run=%s jit_ceiling=%s\n",
-		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), side.cell, ours/theirs, took.Seconds(), strings.Join(times, "/"), first.Seconds(), l.slot.Seconds(), l.snapshot.Seconds(), cpu,
+	fmt.Printf("BENCH initial load docs=%d source_rows=%d doc_bytes=%d decant=%.0f docs/s (%.2fs) ceiling=%.0f docs/s (%.2fs: raw snapshot ‖ direct bulk %s) ratio=%.2f decant_seconds=%.2f decant_timed_seconds=%s decant_untimed_seconds=%.2f decant_slot_seconds=%.2f decant_snapshot_seconds=%.2f decant_built_seconds=%.2f decant_finished_seconds=%.2f decant_cpu_seconds=%.1f ceiling_seconds=%.2f raw_snapshot_seconds=%.2f raw_snapshot_slot_seconds=%.2f direct_bulk_seconds=%.2f direct_bulk_alone=%s/%.2fs side_by_side_cells=%d cpu_decant_run=%s,decant:%.1f cpu_decant_run_busy=%.2f ratio_at_full_cpu=%.2f cpu_ceiling=%s,stream:%.1f cpu_ceiling_busy=%.2f bulk_requests=%.0f bulk_parts=%.0f map_batches=%.0f build_statements=%.0f kafka_requests=%s plain_fresh_seconds=%.2f/%.2f versioned_fresh_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_ceiling=%s jit_decant_run=%s jit_ceiling=%s\n",
+		d.n, d.rows, size/d.n, ours, took.Seconds(), theirs, ceiling.Seconds(), side.cell, ours/theirs, took.Seconds(), strings.Join(times, "/"), first.Seconds(), l.slot.Seconds(), l.snapshot.Seconds(), l.built.Seconds(), l.finished.Seconds(), cpu,
 		ceiling.Seconds(), side.streamTook.Seconds(), side.streamSlot.Seconds(), side.bulkTook.Seconds(), best, best.took.Seconds(), len(sides),
 		l.servers, cpu, cpuBusy(l.serversSum+cpu, took), atFullCPU(ceiling, l.serversSum+cpu),
 		side.servers, side.streamCPU, cpuBusy(side.serversSum+side.streamCPU, ceiling), l.requests, l.parts, l.mapBatches, l.statements, l.kafkaRequests,

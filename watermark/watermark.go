@@ -335,15 +335,38 @@ func (t *Tracker) drained(ctx context.Context) error {
 			}
 			ends, err = t.ends(ctx, s.topics)
 		}
+		began, first := time.Now(), int64(-1)
 		for {
 			lag, err := t.lag(ctx, t.cfg.Group+"."+s.stage, s.topics, ends)
 			if err == nil && lag == 0 {
 				break
 			}
-			if !ctxtime.Sleep(ctx, t.cfg.Poll) {
+			poll := t.cfg.Poll
+			if err == nil {
+				if first < 0 {
+					began, first = time.Now(), lag
+				}
+				poll = nextPoll(t.cfg.Poll, first, lag, time.Since(began))
+			}
+			if !ctxtime.Sleep(ctx, poll) {
 				return fmt.Errorf("waiting for the %s stage (%d records behind): %w", s.stage, lag, ctx.Err())
 			}
 		}
 	}
 	return nil
+}
+
+// nextPoll returns how long drained sleeps before it reads a stage's lag
+// again: the time the lag would take to reach zero at the rate it fell
+// since the first reading (first, elapsed ago), kept between a tenth of
+// poll (at least 10ms) and poll. The end offsets are read once per step,
+// so the lag only falls. A waiter polling every second through a long
+// initial load (finishLoads) then learns that the last records passed
+// within about a tenth of a second, not up to a whole second later.
+func nextPoll(poll time.Duration, first, lag int64, elapsed time.Duration) time.Duration {
+	if lag <= 0 || first <= lag || elapsed <= 0 {
+		return poll
+	}
+	eta := time.Duration(float64(elapsed) * float64(lag) / float64(first-lag))
+	return min(max(eta, poll/10, 10*time.Millisecond), poll)
 }
