@@ -115,7 +115,7 @@ func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prome
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(),
 		BatchSize: cfg.Resolver.BatchSize, MaxInFlightBytes: cfg.Resolver.MaxInFlightBytes, SessionTimeout: cfg.Resolver.SessionTimeout, Unfenced: !cfg.Resolver.Fence,
 		WriteBytes: cfg.Indexer.BulkBytes, // a group makes one bulk request: indexer.bulk_bytes sizes both
-		Logger: log, Registerer: reg,
+		Logger:     log, Registerer: reg,
 	}
 }
 
