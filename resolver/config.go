@@ -109,13 +109,14 @@ func (c *Config) defaults() {
 
 // ConfigFrom maps decant.yaml onto the map and build stages: every value
 // comes already defaulted from cfg; kopts are cfg.Kafka.ClientOptions().
+// A group of documents written to the sinks makes one bulk request, so
+// indexer.bulk_bytes sizes both.
 func ConfigFrom(cfg *config.Config, kopts []kgo.Opt, log *slog.Logger, reg prometheus.Registerer) Config {
 	return Config{
 		Kafka: kopts, TopicPrefix: cfg.Kafka.TopicPrefix, Group: cfg.ResolverGroup(),
 		Partitions: cfg.Kafka.Partitions, ReplicationFactor: cfg.Kafka.ReplicationFactor, MinInsyncReplicas: cfg.Kafka.MinInsync(),
 		BatchSize: cfg.Resolver.BatchSize, MaxInFlightBytes: cfg.Resolver.MaxInFlightBytes, SessionTimeout: cfg.Resolver.SessionTimeout, Unfenced: !cfg.Resolver.Fence,
-		WriteBytes: cfg.Indexer.BulkBytes, // a group makes one bulk request: indexer.bulk_bytes sizes both
-		Logger:     log, Registerer: reg,
+		WriteBytes: cfg.Indexer.BulkBytes, Logger: log, Registerer: reg,
 	}
 }
 
