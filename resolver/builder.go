@@ -41,8 +41,34 @@ type Builder struct {
 	sizes   *docSizes // of the documents built so far: bounds the refs in flight
 	// writing counts the groups of documents being written, over every
 	// batch in flight: none means the sinks wait for the build stage
-	// (buildAndWrite).
+	// (buildAndWrite). idle, when not nil, is closed when it falls to 0.
 	writing atomic.Int32
+	idleMu  sync.Mutex
+	idle    chan struct{}
+}
+
+// idleSignal returns a channel closed once no group is being written.
+func (b *Builder) idleSignal() <-chan struct{} {
+	b.idleMu.Lock()
+	defer b.idleMu.Unlock()
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	return b.idle
+}
+
+// writeDone ends a group's write (writing), and signals when it was the
+// last one.
+func (b *Builder) writeDone() {
+	if b.writing.Add(-1) != 0 {
+		return
+	}
+	b.idleMu.Lock()
+	defer b.idleMu.Unlock()
+	if b.idle != nil {
+		close(b.idle)
+		b.idle = nil
+	}
 }
 
 // NewBuilder validates cfg. It does no I/O. db must carry SessionParams
@@ -570,10 +596,10 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 // the size it indexes fastest rather than one per chunk (requests of
 // 500 documents, about 650 kB, indexed at half the rate of 5 MB ones). A
 // group is written when it is full, when every chunk is built (a lone
-// change is not held back), or when no group of any batch is being
-// written: the sinks would otherwise wait, idle, for a group to fill (a
-// backlog's first 5 MiB took 0.3 s to build), and while the first goes
-// out the next ones fill. It calls logged (when not nil) once every
+// change is not held back), or as soon as no group of any batch is being
+// written, on a chunk's arrival or a write's end: the sinks would
+// otherwise wait, idle, for a group to fill (a backlog's first 5 MiB took
+// 0.3 s to build), and while one goes out the next fills. It calls logged (when not nil) once every
 // document is written to the log sinks, and each write waits for gate
 // (when not nil) before the other sinks (Sinks.writeInPhases). It returns
 // the number of documents the sink accepted, or the first error.
@@ -648,7 +674,7 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func
 		go func() {
 			var once sync.Once
 			accepted := func() { once.Do(logging.Done) }
-			defer func() { accepted(); b.writing.Add(-1); <-writing; writers.Done() }()
+			defer func() { accepted(); b.writeDone(); <-writing; writers.Done() }()
 			if err := b.write(ctx, docs, accepted, gate); err != nil {
 				fail(err)
 				return
@@ -658,7 +684,30 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func
 			mu.Unlock()
 		}()
 	}
-	for docs := range built {
+	for {
+		var idle <-chan struct{}
+		if len(group) > 0 {
+			if b.writing.Load() == 0 {
+				flush()
+				continue
+			}
+			// Taken before the count is read again: a write ending
+			// after that read closes this channel.
+			idle = b.idleSignal()
+			if b.writing.Load() == 0 {
+				continue
+			}
+		}
+		var docs []wire.Document
+		ok := true
+		select {
+		case docs, ok = <-built:
+		case <-idle:
+			continue
+		}
+		if !ok {
+			break
+		}
 		if group == nil {
 			group = make([]wire.Document, 0, max(last, len(docs)))
 		}
@@ -666,7 +715,7 @@ func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func
 		for i := range docs {
 			size += docBytes(&docs[i])
 		}
-		if size >= b.cfg.WriteBytes || b.writing.Load() == 0 {
+		if size >= b.cfg.WriteBytes {
 			flush()
 		}
 	}
