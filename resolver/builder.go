@@ -599,10 +599,11 @@ func (b *Builder) plan(recs []*kgo.Record) *batch {
 // change is not held back), or as soon as no group of any batch is being
 // written, on a chunk's arrival or a write's end: the sinks would
 // otherwise wait, idle, for a group to fill (a backlog's first 5 MiB took
-// 0.3 s to build), and while one goes out the next fills. It calls logged (when not nil) once every
-// document is written to the log sinks, and each write waits for gate
-// (when not nil) before the other sinks (Sinks.writeInPhases). It returns
-// the number of documents the sink accepted, or the first error.
+// 0.3 s to build), and while one goes out the next fills. It calls
+// logged (when not nil) once every document is written to the log sinks,
+// and each write waits for gate (when not nil) before the other sinks
+// (Sinks.writeInPhases). It returns the number of documents the sink
+// accepted, or the first error.
 func (b *Builder) buildAndWrite(ctx context.Context, chunks []chunk, logged func(), gate func() error) (int64, error) {
 	var (
 		builders, writers sync.WaitGroup
