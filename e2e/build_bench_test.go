@@ -169,39 +169,65 @@ func (s *recordingSink) result() ([][]json.RawMessage, time.Time) {
 // batch refers to (found before the clock starts) — and returns the
 // faster of the two: the least PostgreSQL needs to build them.
 func buildCopyDrain(ctx context.Context, dsn string, agg *mappings.Aggregate, batches [][]json.RawMessage, workers int) (time.Duration, int64, error) {
+	d, err := buildCopyDrainCPU(ctx, dsn, agg, batches, workers)
+	return d.took, d.rows, err
+}
+
+// copyDrained is what buildCopyDrainCPU measured of its faster drain.
+type copyDrained struct {
+	took time.Duration
+	rows int64
+	cpu  string  // every server's CPU and this process's over it: "kafka:…,pg:…,bench:…"
+	sum  float64 // all of it, CPU-seconds
+}
+
+// buildCopyDrainCPU is buildCopyDrain with the CPU of the faster drain.
+func buildCopyDrainCPU(ctx context.Context, dsn string, agg *mappings.Aggregate, batches [][]json.RawMessage, workers int) (copyDrained, error) {
+	var fail copyDrained
 	pool, err := resolver.NewPool(ctx, dsn, "decant-bench-copy", int32(workers))
 	if err != nil {
-		return 0, 0, err
+		return fail, err
 	}
 	defer pool.Close()
 	whole := make([][]string, len(batches))
 	for i, keys := range batches {
 		vals, err := copyKeyValues(agg, keys)
 		if err != nil {
-			return 0, 0, err
+			return fail, err
 		}
 		s, err := copyStatement(agg.Build, vals)
 		if err != nil {
-			return 0, 0, err
+			return fail, err
 		}
 		whole[i] = []string{s}
 	}
-	took, rows, err := copyDrain(ctx, pool, whole, workers)
+	// measured runs one drain and reads the CPU over it.
+	measured := func(stmts [][]string) (copyDrained, error) {
+		cpu0, own0 := readServerCPU(), ownCPU()
+		took, rows, err := copyDrain(ctx, pool, stmts, workers)
+		servers, sum := readServerCPU().since(cpu0)
+		own := ownCPU() - own0
+		return copyDrained{took, rows, fmt.Sprintf("%s,bench:%.1f", servers, own), sum + own}, err
+	}
+	whole0, err := measured(whole)
 	if err != nil || agg.Batch == nil {
-		return took, rows, err
+		return whole0, err
 	}
 	split, err := batchCopyStatements(ctx, pool, agg, batches)
 	if err != nil {
-		return 0, 0, err
+		return fail, err
 	}
-	splitTook, splitRows, err := copyDrain(ctx, pool, split, workers)
+	split0, err := measured(split)
 	if err != nil {
-		return 0, 0, err
+		return fail, err
 	}
-	if splitRows != rows {
-		return 0, 0, fmt.Errorf("the batch statements built %d documents, Build %d", splitRows, rows)
+	if split0.rows != whole0.rows {
+		return fail, fmt.Errorf("the batch statements built %d documents, Build %d", split0.rows, whole0.rows)
 	}
-	return min(took, splitTook), rows, nil
+	if split0.took < whole0.took {
+		return split0, nil
+	}
+	return whole0, nil
 }
 
 // batchCopyStatements returns, per batch, COPY of agg's Batch statement

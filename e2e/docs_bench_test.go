@@ -851,7 +851,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	if p := time.Since(paused); p > 40*time.Second {
 		b.Logf("warning: decant was paused for %s: near PostgreSQL's wal_sender_timeout (60s) and Kafka's session timeout", p.Round(time.Millisecond))
 	}
-	cpu0, servers0, es0 := freshCPU(b, run.Pid()), readServerCPU(), readESStats(d.es)
+	cpu0, servers0, es0, jit0 := freshCPU(b, run.Pid()), readServerCPU(), readESStats(d.es), readJITCPU()
 	start := time.Now()
 	if err := run.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		b.Fatal(err)
@@ -865,6 +865,7 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	cpu := freshCPU(b, run.Pid()) - cpu0
 	servers, serversSum := readServerCPU().since(servers0)
 	esWork := readESStats(d.es).since(es0)
+	jit, _ := readJITCPU().since(jit0)
 	req1, parts1 := docsBulkRequests(addr)
 	<-profiled
 	names, err := freshCount(ctx, d.es, d.alias, `{"match":{"name":"`+docsLiveMark+`"}}`)
@@ -918,14 +919,14 @@ func BenchmarkLiveBacklog(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "direct-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f ratio_at_full_cpu=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f plain_5mbx4_seconds=%.2f/%.2f versioned_5mbx4_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_direct=%s\n",
+	fmt.Printf("BENCH live backlog changes=%d customers=%d decant=%.0f docs/s (%.2fs) direct_bulk=%.0f docs/s (%.2fs, %s, replacing the documents in a copy of the index) ratio=%.2f fresh_bulk=%.0f docs/s (%.2fs, %s, into a fresh index) ratio_fresh=%.2f paused_seconds=%.2f cpu=%.3fs/1k changes bulk_requests=%.0f bulk_parts=%.0f cpu_decant_drain=%s,decant:%.1f cpu_decant_drain_busy=%.2f ratio_at_full_cpu=%.2f cpu_direct_bulk=%s cpu_direct_bulk_busy=%.2f plain_5mbx4_seconds=%.2f/%.2f versioned_5mbx4_seconds=%.2f/%.2f cpu_plain=%s/%s cpu_versioned=%s/%s es_work_decant=%s es_work_direct=%s jit_decant_drain=%s jit_direct=%s\n",
 		changes, d.n, ours, took.Seconds(), theirs, best.took.Seconds(), best, ours/theirs,
 		float64(changes)/fresh.took.Seconds(), fresh.took.Seconds(), fresh, ours/(float64(changes)/fresh.took.Seconds()),
 		start.Sub(paused).Seconds(), cpu*1000/float64(changes), req1-req0, parts1-parts0,
 		servers, cpu, cpuBusy(serversSum+cpu, took), atFullCPU(best.took, serversSum+cpu),
 		best.cpu, cpuBusy(best.cpuSum, best.took),
 		ab[0][0].took.Seconds(), ab[0][1].took.Seconds(), ab[1][0].took.Seconds(), ab[1][1].took.Seconds(),
-		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, best.es)
+		ab[0][0].cpu, ab[0][1].cpu, ab[1][0].cpu, ab[1][1].cpu, esWork, best.es, cmp.Or(jit, "none"), cmp.Or(best.jit, "none"))
 }
 
 // docsSearchIdle is how long after its last search an Elasticsearch shard
@@ -1006,7 +1007,7 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, next func()
 		for _, w := range []int{2, 4, 8} {
 			index = next()
 			resWaitESQuiet(b, d.es)
-			start, cpu0, es0 := time.Now(), readServerCPU(), readESStats(d.es)
+			start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
 			err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w)
 			if err == nil {
 				docsRefresh(b, d.es, index)
@@ -1014,12 +1015,13 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, next func()
 			took := time.Since(start)
 			cpu, cpuSum := readServerCPU().since(cpu0)
 			es := readESStats(d.es).since(es0)
+			jit, _ := readJITCPU().since(jit0)
 			d.deleteIndex(b, index)
 			if err != nil {
 				b.Logf("direct bulk load into %s in requests of %d MB × %d in flight refused documents, left out of the grid: %v", index, mb, w, err)
 				continue
 			}
-			l := docsBulk{mb: mb, workers: w, took: took, cpu: cpu, cpuSum: cpuSum, es: es}
+			l := docsBulk{mb: mb, workers: w, took: took, cpu: cpu, cpuSum: cpuSum, es: es, jit: jit}
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l
@@ -1031,6 +1033,9 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, next func()
 		cells = append(cells, fmt.Sprintf("%s %.2fs", l, l.took.Seconds()))
 	}
 	b.Logf("direct bulk load of %d documents into clones like %s: %s; best %s", len(docs), index, strings.Join(cells, ", "), best)
+	for _, l := range grid { // what Elasticsearch did in each cell
+		b.Logf("  %s %.2fs: CPU %s, JIT %s, %s", l, l.took.Seconds(), l.cpu, cmp.Or(l.jit, "none"), l.es)
+	}
 	return best, grid
 }
 
@@ -1123,17 +1128,26 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		}
 		batches = append(batches, ids)
 	}
-	copyRound := func() time.Duration {
-		took, rows, err := buildCopyDrain(ctx, d.pg.DSN, d.agg, batches, workers)
+	// Each round's CPU: every server's, decant run's and the backfill
+	// command's (or this process's, which drains the COPY), so that the
+	// line can say how busy the cores were and what each side spent.
+	type ksRound struct {
+		took time.Duration
+		cpu  string  // "es:…,kafka:…,pg:…,run:…,backfill:…"
+		sum  float64 // all of it, CPU-seconds
+	}
+	copyRound := func() ksRound {
+		c, err := buildCopyDrainCPU(ctx, d.pg.DSN, d.agg, batches, workers)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if rows != int64(d.n) {
-			b.Fatalf("COPY drained %d rows, want %d", rows, d.n)
+		if c.rows != int64(d.n) {
+			b.Fatalf("COPY drained %d rows, want %d", c.rows, d.n)
 		}
-		return took
+		return ksRound{c.took, c.cpu, c.sum}
 	}
-	backfillRound := func(round int) time.Duration {
+	backfillRound := func(round int) ksRound {
+		cpu0, run0 := readServerCPU(), freshCPU(b, run.Pid())
 		before, err := docsEndOffsets(ctx, d.k.Admin, topic)
 		if err != nil {
 			b.Fatal(err)
@@ -1151,13 +1165,17 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		if profiled != nil {
 			<-profiled
 		}
+		servers, sum := readServerCPU().since(cpu0)
+		runCPU := freshCPU(b, run.Pid()) - run0
+		st := bf.Cmd.ProcessState
+		cmdCPU := (st.UserTime() + st.SystemTime()).Seconds()
 		after, err := docsEndOffsets(ctx, d.k.Admin, topic)
 		if err != nil || after-before < int64(d.n) {
 			b.Fatalf("the backfill added %d records to %s (%v), want at least %d", after-before, topic, err, d.n)
 		}
-		return took
+		return ksRound{took, fmt.Sprintf("%s,run:%.1f,backfill:%.1f", servers, runCPU, cmdCPU), sum + runCPU + cmdCPU}
 	}
-	var backfills, copies []time.Duration
+	var backfills, copies []ksRound
 	for round := range benchEnvInt("DECANT_BENCH_KAFKA_ROUNDS", 2) {
 		if round%2 == 0 {
 			backfills = append(backfills, backfillRound(round))
@@ -1171,14 +1189,24 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 	if code := run.Term(60 * time.Second); code != 0 {
 		b.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
 	}
-	took, copyTook := slices.Min(backfills), slices.Min(copies)
+	byTime := func(x, y ksRound) int { return cmp.Compare(x.took, y.took) }
+	best, bestCopy := slices.MinFunc(backfills, byTime), slices.MinFunc(copies, byTime)
+	took, copyTook := best.took, bestCopy.took
+	seconds := func(rs []ksRound) string {
+		var ds []time.Duration
+		for _, r := range rs {
+			ds = append(ds, r.took)
+		}
+		return docsSeconds(ds)
+	}
 	ours, theirs := float64(d.n)/took.Seconds(), float64(d.n)/copyTook.Seconds()
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "copy-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH kafka sink only docs=%d source_rows=%d decant=%.0f docs/s (%.2fs, decant backfill, best of %d) copy=%.0f docs/s (%.2fs, batches of %d on %d connections, best of %d) ratio=%.2f backfill_seconds=%s copy_seconds=%s backfill_cpu_seconds=%.1f initial_load=%.0f docs/s initial_load_seconds=%.2f initial_load_ratio=%.2f decant_snapshot_seconds=%.2f initial_load_cpu_seconds=%.1f\n",
+	fmt.Printf("BENCH kafka sink only docs=%d source_rows=%d decant=%.0f docs/s (%.2fs, decant backfill, best of %d) copy=%.0f docs/s (%.2fs, batches of %d on %d connections, best of %d) ratio=%.2f backfill_seconds=%s copy_seconds=%s backfill_cpu_seconds=%.1f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f cpu_copy=%s cpu_copy_busy=%.2f initial_load=%.0f docs/s initial_load_seconds=%.2f initial_load_ratio=%.2f decant_snapshot_seconds=%.2f initial_load_cpu_seconds=%.1f\n",
 		d.n, d.rows, ours, took.Seconds(), len(backfills), theirs, copyTook.Seconds(), batch, workers, len(copies), ours/theirs,
-		docsSeconds(backfills), docsSeconds(copies), cpu, float64(d.n)/loadTook.Seconds(), loadTook.Seconds(), copyTook.Seconds()/loadTook.Seconds(), snapshot.Seconds(), loadCPU)
+		seconds(backfills), seconds(copies), cpu, best.cpu, cpuBusy(best.sum, took), atFullCPU(copyTook, best.sum),
+		bestCopy.cpu, cpuBusy(bestCopy.sum, copyTook), float64(d.n)/loadTook.Seconds(), loadTook.Seconds(), copyTook.Seconds()/loadTook.Seconds(), snapshot.Seconds(), loadCPU)
 }
 
 // docsSeconds lists durations as seconds, "12.30/11.90".

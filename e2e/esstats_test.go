@@ -18,6 +18,8 @@ import (
 // (indexing, refreshes, merges, garbage collection).
 type esNodeStats struct {
 	indexOps, indexMillis     int64
+	throttleMillis            int64 // indexing throttled: segment writing could not keep up
+	externalRefreshes         int64 // refreshes asked for (the rest are Elasticsearch's own, such as writing the indexing buffer)
 	deleteOps                 int64
 	refreshes, refreshMillis  int64
 	merges, mergeMillis       int64
@@ -48,10 +50,12 @@ func readESStats(es *testenv.ESEnv) esNodeStats {
 					IndexTotal  int64 `json:"index_total"`
 					IndexMillis int64 `json:"index_time_in_millis"`
 					DeleteTotal int64 `json:"delete_total"`
+					Throttle    int64 `json:"throttle_time_in_millis"`
 				} `json:"indexing"`
 				Refresh struct {
-					Total  int64 `json:"total"`
-					Millis int64 `json:"total_time_in_millis"`
+					Total    int64 `json:"total"`
+					Millis   int64 `json:"total_time_in_millis"`
+					External int64 `json:"external_total"`
 				} `json:"refresh"`
 				Merges struct {
 					Total  int64 `json:"total"`
@@ -85,6 +89,8 @@ func readESStats(es *testenv.ESEnv) esNodeStats {
 		s.indexMillis += n.Indices.Indexing.IndexMillis
 		s.deleteOps += n.Indices.Indexing.DeleteTotal
 		s.refreshes += n.Indices.Refresh.Total
+		s.externalRefreshes += n.Indices.Refresh.External
+		s.throttleMillis += n.Indices.Indexing.Throttle
 		s.refreshMillis += n.Indices.Refresh.Millis
 		s.merges += n.Indices.Merges.Total
 		s.mergeMillis += n.Indices.Merges.Millis
@@ -101,9 +107,9 @@ func readESStats(es *testenv.ESEnv) esNodeStats {
 // BENCH line: es_work=index:<ops>/<s>,refresh:<n>/<s>,merge:<n>/<s>,…
 func (s esNodeStats) since(s0 esNodeStats) string {
 	sec := func(ms int64) string { return fmt.Sprintf("%.1fs", float64(ms)/1000) }
-	return fmt.Sprintf("index:%d/%s,delete:%d,refresh:%d/%s,merge:%d/%s,flush:%d,gc:%s/%s,write_tasks:%d,searches:%d",
-		s.indexOps-s0.indexOps, sec(s.indexMillis-s0.indexMillis), s.deleteOps-s0.deleteOps,
-		s.refreshes-s0.refreshes, sec(s.refreshMillis-s0.refreshMillis),
+	return fmt.Sprintf("index:%d/%s,throttled:%s,delete:%d,refresh:%d/%s,external_refresh:%d,merge:%d/%s,flush:%d,gc:%s/%s,write_tasks:%d,searches:%d",
+		s.indexOps-s0.indexOps, sec(s.indexMillis-s0.indexMillis), sec(s.throttleMillis-s0.throttleMillis), s.deleteOps-s0.deleteOps,
+		s.refreshes-s0.refreshes, sec(s.refreshMillis-s0.refreshMillis), s.externalRefreshes-s0.externalRefreshes,
 		s.merges-s0.merges, sec(s.mergeMillis-s0.mergeMillis), s.flushes-s0.flushes,
 		sec(s.youngGCMillis-s0.youngGCMillis), sec(s.oldGCMills-s0.oldGCMills),
 		s.bulkRequests-s0.bulkRequests, s.searches-s0.searches)

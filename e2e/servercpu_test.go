@@ -107,6 +107,12 @@ func procCPU(pid int) (own, children float64, ok bool) {
 	return statCPU(fmt.Sprintf("/proc/%d/stat", pid))
 }
 
+// ownCPU is this process's CPU so far, in seconds (0 when unreadable).
+func ownCPU() float64 {
+	own, _, _ := procCPU(os.Getpid())
+	return own
+}
+
 // statCPU reads utime+stime and cutime+cstime, in seconds, from a stat
 // file of /proc (a process's or one thread's).
 func statCPU(path string) (own, children float64, ok bool) {

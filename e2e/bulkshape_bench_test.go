@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/decant-cdc/decant/indexer"
+	"github.com/decant-cdc/decant/internal/testenv"
+)
+
+// BenchmarkBulkShape asks what about a bulk load's shape makes
+// Elasticsearch faster at replacing documents: the live backlog's grid
+// had one cell (10 MB × 8 in flight, which holds every document in the
+// client until the end and then sends them all at once) up to a fifth
+// faster than every other, with more indexing time summed over fewer
+// seconds (docs/performance.md, "Thirty-sixth pass"). It loads the same
+// DECANT_BENCH_SHAPE_DOCS documents (default 40,000) of the shop's
+// aggregate into clones of an index holding DECANT_BENCH_DOCS_CUSTOMERS
+// (default 100,000), once per shape, twice, in alternating order, and logs
+// each load's time, CPU and Elasticsearch's work.
+//
+//	go test ./e2e -run '^$' -bench '^BenchmarkBulkShape$' -benchtime 1x
+func BenchmarkBulkShape(b *testing.B) {
+	d := docsSetup(b, benchEnvInt("DECANT_BENCH_DOCS_CUSTOMERS", 100000))
+	ctx := testenv.Ctx(b)
+	pool := freshPool(ctx, b, d.pg.DSN)
+	defer pool.Close()
+	all, err := resBenchDocs(ctx, pool, d.agg, d.n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.warmDocs = all[:min(len(all), docsWarmDocs)]
+	d.warmUp(b, true)
+	index := d.freshIndex(b, d.alias, false)
+	if err := idxBulkLoad(ctx, d.es, index, all, 10<<20, 4); err != nil {
+		b.Fatal(err)
+	}
+	docsRefresh(b, d.es, index)
+	copyAlias := d.es.Prefix + "-shape-copy"
+	frozen := d.frozenCopy(b, d.alias, copyAlias+"-frozen")
+	d.deleteIndex(b, index)
+	docs := all[:min(len(all), benchEnvInt("DECANT_BENCH_SHAPE_DOCS", 40000))]
+
+	type shape struct {
+		name string
+		load func(index string) error
+	}
+	// pre splits docs into n requests (interleaved: document i in request
+	// i mod n; else contiguous runs), builds every body first, then sends
+	// them inFlight at a time.
+	pre := func(n, inFlight int, interleaved bool) func(string) error {
+		return func(index string) error {
+			bodies := make([][]byte, n)
+			for i, doc := range docs {
+				r := i * n / len(docs)
+				if interleaved {
+					r = i % n
+				}
+				id, err := indexer.DocumentID(doc.ID)
+				if err != nil {
+					return err
+				}
+				bodies[r] = fmt.Appendf(bodies[r], `{"index":{"_id":%q}}`+"\n", id)
+				bodies[r] = append(append(bodies[r], doc.Doc...), '\n')
+			}
+			return shapeSend(ctx, d.es, index, bodies, inFlight)
+		}
+	}
+	shapes := []shape{
+		{"esutil 5MBx4", func(index string) error { return idxBulkLoad(ctx, d.es, index, docs, 5<<20, 4) }},
+		{"esutil 10MBx8", func(index string) error { return idxBulkLoad(ctx, d.es, index, docs, 10<<20, 8) }},
+		{"8 interleaved, all at once", pre(8, 8, true)},
+		{"8 contiguous, all at once", pre(8, 8, false)},
+		{"8 interleaved, 2 at a time", pre(8, 2, true)},
+		{"8 contiguous, 4 at a time", pre(8, 4, false)},
+		{"16 contiguous, 4 at a time", pre(16, 4, false)},
+		{"16 interleaved, 4 at a time", pre(16, 4, true)},
+		{"16 contiguous, 2 at a time", pre(16, 2, false)},
+		{"16 contiguous, all at once", pre(16, 16, false)},
+		{"32 contiguous, 4 at a time", pre(32, 4, false)},
+		{"80 contiguous, 4 at a time", pre(80, 4, false)},
+		{"esutil 1MBx4", func(index string) error { return idxBulkLoad(ctx, d.es, index, docs, 1<<20, 4) }},
+		{"2 contiguous, all at once", pre(2, 2, false)},
+	}
+	clones := 0
+	for b.Loop() {
+		for round := range 2 {
+			order := slices.Clone(shapes)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, s := range order {
+				clones++
+				idx := d.cloneOf(b, frozen, copyAlias, clones)
+				resWaitESQuiet(b, d.es)
+				start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
+				err := s.load(idx)
+				loaded := time.Since(start)
+				docsRefresh(b, d.es, idx)
+				took := time.Since(start)
+				cpu, _ := readServerCPU().since(cpu0)
+				es := readESStats(d.es).since(es0)
+				jit, _ := readJITCPU().since(jit0)
+				d.deleteIndex(b, idx)
+				if err != nil {
+					b.Fatalf("%s: %v", s.name, err)
+				}
+				fmt.Printf("SHAPE %-28s %.2fs (writes %.2fs): CPU %s, JIT %s, %s\n", s.name, took.Seconds(), loaded.Seconds(), cpu, cmp.Or(jit, "none"), es)
+			}
+		}
+	}
+	d.deleteIndex(b, frozen)
+}
+
+// shapeSend sends each body as one _bulk request into index, inFlight at a
+// time, and fails on any item's error.
+func shapeSend(ctx context.Context, es *testenv.ESEnv, index string, bodies [][]byte, inFlight int) error {
+	sem := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for _, body := range bodies {
+		if len(body) == 0 {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			code, resp, err := shapeBulk(ctx, es, index, body)
+			if err == nil && (code != http.StatusOK || bytes.Contains(resp, []byte(`"errors":true`))) {
+				err = fmt.Errorf("bulk: %d %.300s", code, resp)
+			}
+			if err != nil {
+				mu.Lock()
+				failed = cmp.Or(failed, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+func shapeBulk(ctx context.Context, es *testenv.ESEnv, index string, body []byte) (int, []byte, error) {
+	res, err := esapi.BulkRequest{Index: index, Body: bytes.NewReader(body), FilterPath: []string{"errors", "items.*.error"}}.Do(ctx, testenv.RetryRejected(es.Search))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(res.Body); err != nil {
+		return 0, nil, err
+	}
+	return res.StatusCode, buf.Bytes(), nil
+}
