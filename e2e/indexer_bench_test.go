@@ -3,14 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
-	"github.com/elastic/go-elasticsearch/v8/esutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -20,13 +20,13 @@ import (
 )
 
 // idxDirectBulkLoad is the baseline of the backfill benchmark (issue 5
-// acceptance 7): the same documents loaded straight into an index with
-// esutil.BulkIndexer — no versions, no dead-letter handling, as a plain
-// loader would. It returns when every document is acknowledged.
+// acceptance 7): the same documents loaded straight into an index — no
+// versions, no dead-letter handling, as a plain loader would. It returns
+// when every document is acknowledged.
 func idxDirectBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document) error {
-	// As many requests in flight as the build stage's 4 workers have
-	// (esutil's default is one per CPU): with fewer, Elasticsearch waited
-	// between requests and decant's sink was faster than its "ceiling".
+	// As many requests in flight as the build stage's 4 workers have:
+	// with fewer, Elasticsearch waited between requests and decant's sink
+	// was faster than its "ceiling".
 	return idxBulkLoad(ctx, es, index, docs, 5<<20, 4)
 }
 
@@ -39,42 +39,94 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 // idxBulkLoadAs is idxBulkLoad; with a version above 0 it writes as
 // decant's sink does: through an alias (require_alias), each document with
 // version_type external_gte and version+i (indexer.encodeAction).
+//
+// The load is as lean as a client can be, so that it is a real ceiling:
+// docs go in order, in runs of up to flushBytes, one request each; each
+// of workers goroutines builds the body of the next run and sends it, so
+// that workers requests are in flight; each asks only for the errors
+// (filter_path), and a 429 is retried (testenv.RetryRejected). Until the
+// thirty-sixth pass this was esutil.BulkIndexer, which fills one buffer
+// per worker from a channel, item by item, and decodes every item of
+// every answer: on the same documents and Elasticsearch it took 6.1–6.7 s
+// where this way took 4.5–5.1 s (BenchmarkBulkShape, docs/performance.md).
 func idxBulkLoadAs(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int, version int64) error {
-	bi, err := esutil.NewBulkIndexer(esutil.BulkIndexerConfig{Client: testenv.RetryRejected(es.Search), Index: index, FlushBytes: flushBytes, NumWorkers: workers})
-	if err != nil {
-		return err
-	}
-	var (
-		mu     sync.Mutex
-		failed error
-	)
-	for i := range docs {
-		id, err := indexer.DocumentID(docs[i].ID)
-		if err != nil {
-			return err
+	type run struct{ lo, hi int }
+	runs := make(chan run)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(runs)
+		lo, size := 0, 0
+		for i := range docs {
+			n := len(docs[i].Doc) + idxActionBytes
+			if i > lo && size+n > flushBytes {
+				select {
+				case runs <- run{lo, i}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				lo, size = i, 0
+			}
+			size += n
 		}
-		item := esutil.BulkIndexerItem{Action: "index", DocumentID: id, Body: bytes.NewReader(docs[i].Doc)}
-		if version > 0 {
-			v := version + int64(i)
-			item.Version, item.VersionType, item.RequireAlias = &v, "external_gte", true
-		}
-		item.OnFailure = func(_ context.Context, _ esutil.BulkIndexerItem, res esutil.BulkIndexerResponseItem, err error) {
-			mu.Lock() // the indexer's workers call it concurrently
-			defer mu.Unlock()
-			if failed == nil {
-				failed = fmt.Errorf("direct bulk load: %d %s %v", res.Status, res.Error.Reason, err)
+		if lo < len(docs) {
+			select {
+			case runs <- run{lo, len(docs)}:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
-		if err := bi.Add(ctx, item); err != nil {
-			return err
+		return nil
+	})
+	tr := testenv.RetryRejected(es.Search)
+	for range max(1, workers) {
+		g.Go(func() error {
+			var body []byte
+			for r := range runs {
+				body = body[:0]
+				for i := r.lo; i < r.hi; i++ {
+					id, err := indexer.DocumentID(docs[i].ID)
+					if err != nil {
+						return err
+					}
+					body = append(body, `{"index":{"_id":`...)
+					body = idxAppendString(body, id)
+					if version > 0 {
+						body = fmt.Appendf(body, `,"version":%d,"version_type":"external_gte","require_alias":true`, version+int64(i))
+					}
+					body = append(body, "}}\n"...)
+					body = append(append(body, docs[i].Doc...), '\n')
+				}
+				res, err := esapi.BulkRequest{Index: index, Body: bytes.NewReader(body), FilterPath: []string{"errors", "items.*.error"}}.Do(ctx, tr)
+				if err != nil {
+					return err
+				}
+				resp, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil {
+					return err
+				}
+				if res.IsError() || !bytes.HasPrefix(resp, []byte(`{"errors":false`)) {
+					return fmt.Errorf("direct bulk load: %s %.500s", res.Status(), resp)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// idxActionBytes is about what a bulk action line adds to a document.
+const idxActionBytes = 40
+
+// idxAppendString appends s as a JSON string.
+func idxAppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
 		}
 	}
-	if err := bi.Close(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return failed
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // idxBenchDocs returns n documents shaped like the benchmark's aggregate:
@@ -98,8 +150,8 @@ func idxBenchDocs(n int, version uint64) []wire.Document {
 
 // BenchmarkESSinkVsDirectBulk indexes the same documents through ESSink
 // (versioned, in batches of 500 from 4 concurrent writers, like the build
-// stage's workers) and straight through
-// esutil.BulkIndexer, and reports both rates and their ratio in a line
+// stage's workers) and straight in requests of 5 MB, 4 in flight
+// (idxBulkLoad), and reports both rates and their ratio in a line
 // starting with "BENCH index".
 //
 //	go test ./e2e -run '^$' -bench ESSinkVsDirectBulk -benchtime 1x -count 1
