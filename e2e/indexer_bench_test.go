@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -38,95 +35,18 @@ func idxBulkLoad(ctx context.Context, es *testenv.ESEnv, index string, docs []wi
 
 // idxBulkLoadAs is idxBulkLoad; with a version above 0 it writes as
 // decant's sink does: through an alias (require_alias), each document with
-// version_type external_gte and version+i (indexer.encodeAction).
-//
-// The load is as lean as a client can be, so that it is a real ceiling:
-// docs go in order, in runs of up to flushBytes, one request each; each
-// of workers goroutines builds the body of the next run and sends it, so
-// that workers requests are in flight; each asks only for the errors
-// (filter_path), and a 429 is retried (testenv.RetryRejected). Until the
-// thirty-sixth pass this was esutil.BulkIndexer, which fills one buffer
-// per worker from a channel, item by item, and decodes every item of
-// every answer: on the same documents and Elasticsearch it took 6.1–6.7 s
-// where this way took 4.5–5.1 s (BenchmarkBulkShape, docs/performance.md).
+// version_type external_gte and version+i (indexer.encodeAction). The load
+// is testenv.BulkLoad's: as lean as a client can be, so that it is a real
+// ceiling.
 func idxBulkLoadAs(ctx context.Context, es *testenv.ESEnv, index string, docs []wire.Document, flushBytes, workers int, version int64) error {
-	type run struct{ lo, hi int }
-	runs := make(chan run)
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(runs)
-		lo, size := 0, 0
-		for i := range docs {
-			n := len(docs[i].Doc) + idxActionBytes
-			if i > lo && size+n > flushBytes {
-				select {
-				case runs <- run{lo, i}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				lo, size = i, 0
-			}
-			size += n
+	return testenv.BulkLoad(ctx, es.Search, index, len(docs), func(i int) (testenv.BulkItem, error) {
+		id, err := indexer.DocumentID(docs[i].ID)
+		it := testenv.BulkItem{ID: id, Source: docs[i].Doc}
+		if version > 0 {
+			it.Version = version + int64(i)
 		}
-		if lo < len(docs) {
-			select {
-			case runs <- run{lo, len(docs)}:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
-	tr := testenv.RetryRejected(es.Search)
-	for range max(1, workers) {
-		g.Go(func() error {
-			var body []byte
-			for r := range runs {
-				body = body[:0]
-				for i := r.lo; i < r.hi; i++ {
-					id, err := indexer.DocumentID(docs[i].ID)
-					if err != nil {
-						return err
-					}
-					body = append(body, `{"index":{"_id":`...)
-					body = idxAppendString(body, id)
-					if version > 0 {
-						body = fmt.Appendf(body, `,"version":%d,"version_type":"external_gte","require_alias":true`, version+int64(i))
-					}
-					body = append(body, "}}\n"...)
-					body = append(append(body, docs[i].Doc...), '\n')
-				}
-				res, err := esapi.BulkRequest{Index: index, Body: bytes.NewReader(body), FilterPath: []string{"errors", "items.*.error"}}.Do(ctx, tr)
-				if err != nil {
-					return err
-				}
-				resp, err := io.ReadAll(res.Body)
-				res.Body.Close()
-				if err != nil {
-					return err
-				}
-				if res.IsError() || !bytes.HasPrefix(resp, []byte(`{"errors":false`)) {
-					return fmt.Errorf("direct bulk load: %s %.500s", res.Status(), resp)
-				}
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-// idxActionBytes is about what a bulk action line adds to a document.
-const idxActionBytes = 40
-
-// idxAppendString appends s as a JSON string.
-func idxAppendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), s...), '"')
+		return it, err
+	}, flushBytes, workers)
 }
 
 // idxBenchDocs returns n documents shaped like the benchmark's aggregate:
