@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/elastic/go-elasticsearch/v8/esutil"
@@ -105,21 +104,11 @@ func BenchmarkBulkShape(b *testing.B) {
 			}
 			for _, s := range order {
 				clones++
-				idx := d.cloneOf(b, frozen, copyAlias, clones)
-				resWaitESQuiet(b, d.es)
-				start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
-				err := s.load(idx)
-				loaded := time.Since(start)
-				docsRefresh(b, d.es, idx)
-				took := time.Since(start)
-				cpu, _ := readServerCPU().since(cpu0)
-				es := readESStats(d.es).since(es0)
-				jit, _ := readJITCPU().since(jit0)
-				d.deleteIndex(b, idx)
+				l, writes, err := d.timedLoadInto(b, d.cloneOf(b, frozen, copyAlias, clones), s.load)
 				if err != nil {
 					b.Fatalf("%s: %v", s.name, err)
 				}
-				fmt.Printf("SHAPE %-28s %.2fs (writes %.2fs): CPU %s, JIT %s, %s\n", s.name, took.Seconds(), loaded.Seconds(), cpu, cmp.Or(jit, "none"), es)
+				fmt.Printf("SHAPE %-28s %.2fs (writes %.2fs): CPU %s, JIT %s, %s\n", s.name, l.took.Seconds(), writes.Seconds(), l.cpu, cmp.Or(l.jit, "none"), l.es)
 			}
 		}
 	}

@@ -1006,22 +1006,12 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, next func()
 	for _, mb := range []int{1, 5, 10} {
 		for _, w := range []int{2, 4, 8} {
 			index = next()
-			resWaitESQuiet(b, d.es)
-			start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
-			err := idxBulkLoad(ctx, d.es, index, docs, mb<<20, w)
-			if err == nil {
-				docsRefresh(b, d.es, index)
-			}
-			took := time.Since(start)
-			cpu, cpuSum := readServerCPU().since(cpu0)
-			es := readESStats(d.es).since(es0)
-			jit, _ := readJITCPU().since(jit0)
-			d.deleteIndex(b, index)
+			l, _, err := d.timedLoadInto(b, index, func(index string) error { return idxBulkLoad(ctx, d.es, index, docs, mb<<20, w) })
 			if err != nil {
 				b.Logf("direct bulk load into %s in requests of %d MB × %d in flight refused documents, left out of the grid: %v", index, mb, w, err)
 				continue
 			}
-			l := docsBulk{mb: mb, workers: w, took: took, cpu: cpu, cpuSum: cpuSum, es: es, jit: jit}
+			l.mb, l.workers = mb, w
 			grid = append(grid, l)
 			if best.took == 0 || l.took < best.took {
 				best = l
@@ -1037,6 +1027,27 @@ func (d *docsBench) bulkGridInto(b *testing.B, docs []wire.Document, next func()
 		b.Logf("  %s %.2fs: CPU %s, JIT %s, %s", l, l.took.Seconds(), l.cpu, cmp.Or(l.jit, "none"), l.es)
 	}
 	return best, grid
+}
+
+// timedLoadInto waits for a quiet Elasticsearch, runs load into index,
+// refreshes it unless load failed, and deletes it; it returns the time
+// (the refresh included), the servers' CPU, Elasticsearch's work and the
+// JIT compilers' CPU over it, and the time of load alone.
+func (d *docsBench) timedLoadInto(b *testing.B, index string, load func(index string) error) (l docsBulk, writes time.Duration, err error) {
+	b.Helper()
+	resWaitESQuiet(b, d.es)
+	start, cpu0, es0, jit0 := time.Now(), readServerCPU(), readESStats(d.es), readJITCPU()
+	err = load(index)
+	writes = time.Since(start)
+	if err == nil {
+		docsRefresh(b, d.es, index)
+	}
+	l.took = time.Since(start)
+	l.cpu, l.cpuSum = readServerCPU().since(cpu0)
+	l.es = readESStats(d.es).since(es0)
+	l.jit, _ = readJITCPU().since(jit0)
+	d.deleteIndex(b, index)
+	return l, writes, err
 }
 
 // docsDriveChanges commits count single-row transactions from the pool's

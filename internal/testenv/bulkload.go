@@ -26,8 +26,9 @@ const bulkActionBytes = 40
 // BulkLoad loads n documents (item(i) is the i-th) into index, straight
 // through search, as lean as a client can be, so that the benchmarks'
 // ceilings are real ones: the documents go in order, in runs of up to
-// flushBytes, one _bulk request per run; each of workers goroutines builds
-// the body of the next run and sends it, so that workers requests are in
+// flushBytes, one _bulk request per run (item is called once per
+// document); each of workers goroutines builds the body of the next run
+// and sends it, so that workers requests are in
 // flight; each asks only for the items' errors (filter_path), and a 429 is
 // retried (RetryRejected). It fails on the first document refused.
 //
@@ -38,12 +39,11 @@ const bulkActionBytes = 40
 // as it left one of Elasticsearch's two write threads idle
 // (e2e BenchmarkBulkShape; docs/performance.md, "Thirty-sixth pass").
 func BulkLoad(ctx context.Context, search esapi.Transport, index string, n int, item func(i int) (BulkItem, error), flushBytes, workers int) error {
-	type run struct{ lo, hi int }
-	runs := make(chan run)
+	runs := make(chan []BulkItem)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(runs)
-		send := func(r run) error {
+		send := func(r []BulkItem) error {
 			select {
 			case runs <- r:
 				return nil
@@ -51,22 +51,25 @@ func BulkLoad(ctx context.Context, search esapi.Transport, index string, n int, 
 				return ctx.Err()
 			}
 		}
-		lo, size := 0, 0
+		var run []BulkItem
+		size := 0
 		for i := range n {
 			it, err := item(i)
 			if err != nil {
 				return err
 			}
-			if k := len(it.Source) + bulkActionBytes; i > lo && size+k > flushBytes {
-				if err := send(run{lo, i}); err != nil {
+			k := len(it.Source) + bulkActionBytes
+			if len(run) > 0 && size+k > flushBytes {
+				if err := send(run); err != nil {
 					return err
 				}
-				lo, size = i, 0
+				run, size = nil, 0
 			}
-			size += len(it.Source) + bulkActionBytes
+			run = append(run, it)
+			size += k
 		}
-		if lo < n {
-			return send(run{lo, n})
+		if len(run) > 0 {
+			return send(run)
 		}
 		return nil
 	})
@@ -74,13 +77,9 @@ func BulkLoad(ctx context.Context, search esapi.Transport, index string, n int, 
 	for range max(1, workers) {
 		g.Go(func() error {
 			var body []byte
-			for r := range runs {
+			for run := range runs {
 				body = body[:0]
-				for i := r.lo; i < r.hi; i++ {
-					it, err := item(i)
-					if err != nil {
-						return err
-					}
+				for _, it := range run {
 					body = append(body, `{"index":{"_id":`...)
 					body = appendJSONString(body, it.ID)
 					if it.Version > 0 {
