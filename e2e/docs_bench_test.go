@@ -1146,6 +1146,7 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		took time.Duration
 		cpu  string  // "es:…,kafka:…,pg:…,run:…,backfill:…"
 		sum  float64 // all of it, CPU-seconds
+		reqs string  // the run's requests to Kafka over the round (docsKafkaRequests)
 	}
 	copyRound := func() ksRound {
 		c, err := buildCopyDrainCPU(ctx, d.pg.DSN, d.agg, batches, workers)
@@ -1155,10 +1156,10 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		if c.rows != int64(d.n) {
 			b.Fatalf("COPY drained %d rows, want %d", c.rows, d.n)
 		}
-		return ksRound{c.took, c.cpu, c.sum}
+		return ksRound{c.took, c.cpu, c.sum, ""}
 	}
 	backfillRound := func(round int) ksRound {
-		cpu0, run0 := readServerCPU(), freshCPU(b, run.Pid())
+		cpu0, run0, reqs0 := readServerCPU(), freshCPU(b, run.Pid()), readKafkaRequests(addr)
 		before, err := docsEndOffsets(ctx, d.k.Admin, topic)
 		if err != nil {
 			b.Fatal(err)
@@ -1184,7 +1185,7 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		if err != nil || after-before < int64(d.n) {
 			b.Fatalf("the backfill added %d records to %s (%v), want at least %d", after-before, topic, err, d.n)
 		}
-		return ksRound{took, fmt.Sprintf("%s,run:%.1f,backfill:%.1f", servers, runCPU, cmdCPU), sum + runCPU + cmdCPU}
+		return ksRound{took, fmt.Sprintf("%s,run:%.1f,backfill:%.1f", servers, runCPU, cmdCPU), sum + runCPU + cmdCPU, docsKafkaRequestsSince(readKafkaRequests(addr), reqs0)}
 	}
 	var backfills, copies []ksRound
 	for round := range benchEnvInt("DECANT_BENCH_KAFKA_ROUNDS", 2) {
@@ -1214,10 +1215,10 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 	b.ReportMetric(ours, "docs/s")
 	b.ReportMetric(theirs, "copy-docs/s")
 	b.ReportMetric(ours/theirs, "ratio")
-	fmt.Printf("BENCH kafka sink only docs=%d source_rows=%d decant=%.0f docs/s (%.2fs, decant backfill, best of %d) copy=%.0f docs/s (%.2fs, batches of %d on %d connections, best of %d) ratio=%.2f backfill_seconds=%s copy_seconds=%s backfill_cpu_seconds=%.1f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f cpu_copy=%s cpu_copy_busy=%.2f initial_load=%.0f docs/s initial_load_seconds=%.2f initial_load_ratio=%.2f decant_snapshot_seconds=%.2f initial_load_cpu_seconds=%.1f\n",
+	fmt.Printf("BENCH kafka sink only docs=%d source_rows=%d decant=%.0f docs/s (%.2fs, decant backfill, best of %d) copy=%.0f docs/s (%.2fs, batches of %d on %d connections, best of %d) ratio=%.2f backfill_seconds=%s copy_seconds=%s backfill_cpu_seconds=%.1f cpu_backfill=%s cpu_backfill_busy=%.2f ratio_at_full_cpu=%.2f cpu_copy=%s cpu_copy_busy=%.2f kafka_requests_backfill=%s initial_load=%.0f docs/s initial_load_seconds=%.2f initial_load_ratio=%.2f decant_snapshot_seconds=%.2f initial_load_cpu_seconds=%.1f\n",
 		d.n, d.rows, ours, took.Seconds(), len(backfills), theirs, copyTook.Seconds(), batch, workers, len(copies), ours/theirs,
 		seconds(backfills), seconds(copies), cpu, best.cpu, cpuBusy(best.sum, took), atFullCPU(copyTook, best.sum),
-		bestCopy.cpu, cpuBusy(bestCopy.sum, copyTook), float64(d.n)/loadTook.Seconds(), loadTook.Seconds(), copyTook.Seconds()/loadTook.Seconds(), snapshot.Seconds(), loadCPU)
+		bestCopy.cpu, cpuBusy(bestCopy.sum, copyTook), best.reqs, float64(d.n)/loadTook.Seconds(), loadTook.Seconds(), copyTook.Seconds()/loadTook.Seconds(), snapshot.Seconds(), loadCPU)
 }
 
 // docsSeconds lists durations as seconds, "12.30/11.90".
@@ -1351,15 +1352,21 @@ func docsBulkRequests(addr string) (requests, parts float64) {
 // from decant_kafka_requests_total and the bytes series beside it:
 // "total:N,Fetch:N/1.2MB/450.3MB,…" (requests / bytes sent / received).
 func docsKafkaRequests(addr string) string {
+	return docsKafkaRequestsSince(readKafkaRequests(addr), nil)
+}
+
+// kafkaRequestKind is one request type's counters in decant's /metrics.
+type kafkaRequestKind struct{ n, written, received float64 }
+
+// readKafkaRequests reads decant_kafka_requests_total and the bytes series
+// beside it from the /metrics of the process serving addr, by request
+// type (nil when unreadable).
+func readKafkaRequests(addr string) map[string]kafkaRequestKind {
 	_, body, err := testenv.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return "unknown"
+		return nil
 	}
-	type kind struct {
-		name                 string
-		n, written, received float64
-	}
-	byName := map[string]*kind{}
+	byName := map[string]kafkaRequestKind{}
 	for line := range strings.Lines(body) {
 		series, rest, ok := strings.Cut(line, `{request="`)
 		if !ok || !strings.HasPrefix(series, "decant_kafka_re") {
@@ -1371,10 +1378,6 @@ func docsKafkaRequests(addr string) string {
 			continue
 		}
 		k := byName[name]
-		if k == nil {
-			k = &kind{name: name}
-			byName[name] = k
-		}
 		switch series {
 		case "decant_kafka_requests_total":
 			k.n = f
@@ -1383,14 +1386,33 @@ func docsKafkaRequests(addr string) string {
 		case "decant_kafka_response_bytes_total":
 			k.received = f
 		}
+		byName[name] = k
 	}
-	var kinds []*kind
+	return byName
+}
+
+// docsKafkaRequestsSince formats the requests in now that were not yet in
+// before (nil: all of them) as docsKafkaRequests does; "unknown" when now
+// could not be read.
+func docsKafkaRequestsSince(now, before map[string]kafkaRequestKind) string {
+	if now == nil {
+		return "unknown"
+	}
+	type kind struct {
+		name string
+		kafkaRequestKind
+	}
+	var kinds []kind
 	var total float64
-	for _, k := range byName {
-		kinds = append(kinds, k)
-		total += k.n
+	for name, k := range now {
+		b := before[name]
+		k = kafkaRequestKind{k.n - b.n, k.written - b.written, k.received - b.received}
+		if k.n > 0 {
+			kinds = append(kinds, kind{name, k})
+			total += k.n
+		}
 	}
-	slices.SortFunc(kinds, func(a, b *kind) int { return cmp.Compare(b.n, a.n) })
+	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.name, b.name)) })
 	out := fmt.Sprintf("total:%.0f", total)
 	for _, k := range kinds {
 		out += fmt.Sprintf(",%s:%.0f/%.1fMB/%.1fMB", k.name, k.n, k.written/1e6, k.received/1e6)

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/decant-cdc/decant/internal/lazyfree"
 )
 
 // command is one subcommand. run parses its flags and positional
@@ -45,6 +47,9 @@ type call struct {
 }
 
 func main() {
+	// First, before any goroutine or file of decant's own: the program may
+	// start again here, in the same process.
+	lazyfree.Ensure()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(runMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
