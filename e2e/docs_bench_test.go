@@ -1352,7 +1352,7 @@ func docsBulkRequests(addr string) (requests, parts float64) {
 // from decant_kafka_requests_total and the bytes series beside it:
 // "total:N,Fetch:N/1.2MB/450.3MB,…" (requests / bytes sent / received).
 func docsKafkaRequests(addr string) string {
-	return docsKafkaRequestsSince(readKafkaRequests(addr), nil)
+	return docsKafkaRequestsSince(readKafkaRequests(addr), map[string]kafkaRequestKind{})
 }
 
 // kafkaRequestKind is one request type's counters in decant's /metrics.
@@ -1392,10 +1392,10 @@ func readKafkaRequests(addr string) map[string]kafkaRequestKind {
 }
 
 // docsKafkaRequestsSince formats the requests in now that were not yet in
-// before (nil: all of them) as docsKafkaRequests does; "unknown" when now
-// could not be read.
+// before (empty: all of them) as docsKafkaRequests does; "unknown" when
+// either could not be read (nil).
 func docsKafkaRequestsSince(now, before map[string]kafkaRequestKind) string {
-	if now == nil {
+	if now == nil || before == nil {
 		return "unknown"
 	}
 	type kind struct {

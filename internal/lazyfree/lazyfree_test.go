@@ -32,8 +32,9 @@ func TestEnv(t *testing.T) {
 }
 
 // TestEnsure runs this test binary as a child that calls Ensure and prints
-// its pid before and after, and GODEBUG: the program runs again, in the
-// same process, with the setting, unless GODEBUG names it already.
+// its pid before and after, and GODEBUG: on Linux the program runs again,
+// in the same process, with the setting, unless GODEBUG names it already;
+// elsewhere it runs on unchanged.
 func TestEnsure(t *testing.T) {
 	if os.Getenv("LAZYFREE_CHILD") != "" {
 		before := os.Getenv("LAZYFREE_PID")
@@ -45,14 +46,14 @@ func TestEnsure(t *testing.T) {
 		os.Stdout.WriteString(before + " " + strconv.Itoa(os.Getpid()) + " " + os.Getenv("GODEBUG") + "\n")
 		os.Exit(0)
 	}
-	if runtime.GOOS != "linux" {
-		t.Skip("Ensure changes nothing outside Linux")
-	}
 	for _, c := range []struct{ godebug, want string }{
 		{"", "madvdontneed=0"},
 		{"gctrace=0", "gctrace=0,madvdontneed=0"},
 		{"madvdontneed=1", "madvdontneed=1"},
 	} {
+		if runtime.GOOS != "linux" {
+			c.want = c.godebug // Ensure changes nothing outside Linux
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestEnsure$")
 		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, "GODEBUG=") || strings.HasPrefix(kv, "LAZYFREE_")
