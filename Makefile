@@ -107,27 +107,38 @@ BENCH_LOG ?= /tmp/decant-bench.log
 BENCH_REPORT ?= bench-report.json
 BENCH_TEST = $(GO) test -count=1 -run '^$$'
 BENCH_SHOW = tee -a $(BENCH_LOG) | grep -E '^BENCH|^ok|FAIL|panic|_test.go'
+# Each benchmark first holds the machine's free memory in the page cache
+# (e2e/infra/ballast.sh: freed memory handed back to the VM's host is slow
+# to write into again; DECANT_BENCH_BALLAST=0 turns it off).
+BENCH_BALLAST = bash e2e/infra/ballast.sh fill
 .PHONY: bench-build bench-freshness bench-fencing
 
 bench-stream: ## streamer rows/s ÷ pg_recvlogical rows/s on the same WAL backlog (DECANT_BENCH_ROWS, default 1000000; servers must be up)
+	$(BENCH_BALLAST)
 	set -o pipefail; $(BENCH_TEST) -benchtime=1x -bench 'BenchmarkStreamVsRecvlogical' -timeout 60m ./streamer | $(BENCH_SHOW)
 
 bench-build: ## build stage docs/s ÷ the same build SQL as COPY … TO STDOUT (DECANT_BENCH_BUILD_AGGREGATES, default 200000)
+	$(BENCH_BALLAST)
 	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^BenchmarkBuildVsCopy$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-index: ## Elasticsearch and OpenSearch sinks' docs/s ÷ a direct bulk load of the same documents (servers must be up)
+	$(BENCH_BALLAST)
 	set -o pipefail; $(BENCH_TEST) -benchtime=5x -bench '^Benchmark(ES|OpenSearch)SinkVsDirectBulk$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-backfill: ## backfill docs/s through refs → build → both sinks (aggregate topic, Elasticsearch) ÷ direct bulk load (DECANT_BENCH_AGGREGATES, default 1000000)
+	$(BENCH_BALLAST)
 	set -o pipefail; DECANT_BENCH_AGGREGATES=$${DECANT_BENCH_AGGREGATES:-1000000} $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkBackfill$$' -timeout 120m ./e2e | $(BENCH_SHOW)
 
 bench-fencing: ## what fencing the build stage's writers costs: fenced ÷ unfenced docs/s, aggregate topic only (DECANT_BENCH_FENCE_AGGREGATES, default 50000)
+	$(BENCH_BALLAST)
 	set -o pipefail; $(BENCH_TEST) -benchtime=4x -bench '^BenchmarkFencingCost$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-freshness: ## decant run: max change rate, commit → searchable p50/p99 at half of it, CPU and peak RSS
+	$(BENCH_BALLAST)
 	set -o pipefail; $(BENCH_TEST) -benchtime=1x -bench '^BenchmarkFreshness$$' -timeout 60m ./e2e | $(BENCH_SHOW)
 
 bench-docs: ## documents on the demo shop: initial load, live backlog, Kafka sink only, each ÷ its ceiling (DECANT_BENCH_DOCS_CUSTOMERS 100000, DECANT_BENCH_LIVE_CHANGES 40000)
+	$(BENCH_BALLAST)
 	set -o pipefail; DECANT_BENCH_DOCS_CUSTOMERS=$${DECANT_BENCH_DOCS_CUSTOMERS:-100000} DECANT_BENCH_LIVE_CHANGES=$${DECANT_BENCH_LIVE_CHANGES:-40000} \
 		$(BENCH_TEST) -benchtime=1x -bench '^Benchmark(InitialLoad|LiveBacklog|KafkaSinkOnly)$$' -timeout 120m ./e2e | $(BENCH_SHOW)
 
@@ -147,6 +158,7 @@ bench: ## every benchmark on one set of servers, then the table and bench-report
 bench-peers: ## decant ÷ Debezium (raw stream) and ÷ pgsync (documents): throughput, freshness p99, CPU, memory (servers must be up)
 	bash e2e/peers/debezium.sh install
 	bash e2e/peers/pgsync.sh install
+	$(BENCH_BALLAST)
 	set -o pipefail; $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPeers' -benchtime=1x -timeout 40m -v ./e2e/peers 2>&1 | tee /tmp/decant-bench-peers.log | grep -E '^(BENCH|--- FAIL|FAIL|ok)|_test.go:[0-9]+:'
 
 chaos: ## long chaos run: ≥50,000 operations, ≥30 faults (restarts the test servers; they must be up)

@@ -1149,6 +1149,7 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		reqs string  // the run's requests to Kafka over the round (docsKafkaRequests)
 	}
 	copyRound := func() ksRound {
+		testenv.HoldFreeMemory(b)
 		c, err := buildCopyDrainCPU(ctx, d.pg.DSN, d.agg, batches, workers)
 		if err != nil {
 			b.Fatal(err)
@@ -1159,6 +1160,7 @@ func BenchmarkKafkaSinkOnly(b *testing.B) {
 		return ksRound{c.took, c.cpu, c.sum, ""}
 	}
 	backfillRound := func(round int) ksRound {
+		testenv.HoldFreeMemory(b)
 		cpu0, run0, reqs0 := readServerCPU(), freshCPU(b, run.Pid()), readKafkaRequests(addr)
 		before, err := docsEndOffsets(ctx, d.k.Admin, topic)
 		if err != nil {

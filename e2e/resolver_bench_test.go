@@ -254,12 +254,15 @@ func resBenchDocs(ctx context.Context, pool mappings.Querier, agg *mappings.Aggr
 	return docs, nil
 }
 
-// resWaitESQuiet flushes Elasticsearch, waits until no merge runs, and
-// writes the page cache's dirty pages to disk (sync(2)), so that neither
-// timed load pays for the background work the one before it left
-// (merging a million freshly indexed documents takes minutes; a raw
-// snapshot leaves a gigabyte of Kafka's log to write back, work the
-// kernel does on the same cores and no server's CPU figure shows).
+// resWaitESQuiet flushes Elasticsearch, waits until no merge runs,
+// writes the page cache's dirty pages to disk (sync(2)) and holds the
+// memory the runs before freed in the page cache again
+// (testenv.HoldFreeMemory), so that neither timed load pays for the
+// background work or the freed memory the one before it left (merging a
+// million freshly indexed documents takes minutes; a raw snapshot leaves
+// a gigabyte of Kafka's log to write back, work the kernel does on the
+// same cores and no server's CPU figure shows; dropped topics and indexes
+// free gigabytes that cost several times the CPU to write into again).
 func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 	tb.Helper()
 	ctx := testenv.Ctx(tb)
@@ -268,6 +271,7 @@ func resWaitESQuiet(tb testing.TB, es *testenv.ESEnv) {
 		tb.Fatal(err)
 	}
 	res.Body.Close()
+	defer testenv.HoldFreeMemory(tb) // last: after sync, and the merges' freed files
 	defer syscall.Sync()
 	testenv.WaitFor(tb, "Elasticsearch merges to finish", 10*time.Minute, func() (bool, error) {
 		res, err := esapi.IndicesStatsRequest{Metric: []string{"merge"}, FilterPath: []string{"_all.total.merges.current"}}.Do(ctx, es.Search)

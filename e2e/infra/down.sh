@@ -6,3 +6,4 @@ bash "$dir/opensearch.sh" down "$@" || true
 bash "$dir/es.sh" down "$@" || true
 bash "$dir/kafka.sh" down "$@" || true
 bash "$dir/pg.sh" down "$@" || true
+bash "$dir/ballast.sh" drop || true
