@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +99,66 @@ func testBulkLoadSettings(t *testing.T, engine string) {
 	}
 	want(next, "", "0") // no refresh interval in the mapping: the default; ZeroReplicas: 0
 	loading(next, false)
+}
+
+// cancelAfterSettings performs requests through Search and cancels a
+// context once a PUT of an index's settings has been answered.
+type cancelAfterSettings struct {
+	indexer.Search
+	cancel context.CancelFunc
+}
+
+func (c cancelAfterSettings) Perform(r *http.Request) (*http.Response, error) {
+	res, err := c.Search.Perform(r)
+	if err == nil && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/_settings") {
+		c.cancel()
+	}
+	return res, err
+}
+
+// TestFinishLoadStoppedAfterSettings (issue 14): the settings FinishLoad
+// gives back make the load's documents searchable, so a reader may stop
+// decant right then. A stop at that moment (the context cancelled as the
+// settings request is answered), or just before the finish (as every
+// stage has passed the load), still finishes it: a graceful stop leaves
+// no index with refresh off, or marked as loading, for the next process.
+func TestFinishLoadStoppedAfterSettings(t *testing.T) {
+	forEachEngine(t, testFinishLoadStoppedAfterSettings)
+}
+
+func testFinishLoadStoppedAfterSettings(t *testing.T, engine string) {
+	es := testenv.SearchEngine(t, engine)
+	spec := indexer.IndexSpec{Aggregate: "article", Alias: es.Prefix + "-stopped",
+		Settings: map[string]any{"number_of_shards": 1, "refresh_interval": "3s"},
+		Mappings: map[string]any{"properties": map[string]any{"title": map[string]any{"type": "keyword"}}}}
+	for _, stop := range []string{"after the settings", "before the finish"} {
+		t.Run(strings.ReplaceAll(stop, " ", "_"), func(t *testing.T) {
+			spec := spec
+			spec.Alias += "-" + strings.Fields(stop)[0]
+			index, isLoading, err := indexer.EnsureLoadIndex(testenv.Ctx(t), es.Search, spec)
+			if err != nil || !isLoading {
+				t.Fatalf("EnsureLoadIndex = %q, %v, %v; want a loading index", index, isLoading, err)
+			}
+			ctx, cancel := context.WithCancel(testenv.Ctx(t))
+			defer cancel()
+			var search indexer.Search = cancelAfterSettings{es.Search, cancel}
+			if stop == "before the finish" {
+				cancel()
+				search = es.Search
+			}
+			done, err := indexer.FinishLoad(ctx, search, spec, index)
+			if ctx.Err() == nil {
+				t.Fatal("the settings request was not seen: the test did not stop FinishLoad")
+			}
+			if err != nil || !done {
+				t.Errorf("FinishLoad stopped %s = %v, %v; want the load finished", stop, done, err)
+			}
+			if s := idxSettings(t, es, index); s["index.refresh_interval"] != "3s" {
+				t.Errorf("%s: index.refresh_interval = %v, want 3s", index, s["index.refresh_interval"])
+			}
+			if got, err := indexer.Loading(testenv.Ctx(t), es.Search, index); err != nil || got {
+				t.Errorf("Loading(%s) after a stop %s = %v, %v; want the mark removed", index, stop, got, err)
+			}
+		})
+	}
 }

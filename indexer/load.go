@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 )
@@ -26,6 +27,10 @@ import (
 
 // loadingMeta is the _meta key that marks an index created for a bulk load.
 const loadingMeta = "decant_loading"
+
+// finishTimeout bounds FinishLoad, which a cancelled context does not
+// stop.
+const finishTimeout = 30 * time.Second
 
 // The settings a bulk load changes, and whether replicas are left alone
 // (the mapping asks for auto_expand_replicas: the cluster decides).
@@ -137,8 +142,17 @@ func Loading(ctx context.Context, es Search, index string) (bool, error) {
 // FinishLoad ends the bulk load of index, a concrete index of spec: it
 // restores the mapping's refresh interval and replica count, then removes
 // the loading mark. It reports whether there was a load to finish; on an
-// index that is not being loaded it changes nothing. Idempotent.
+// index that is not being loaded it changes nothing. Idempotent. A
+// cancelled ctx does not stop it (below).
 func FinishLoad(ctx context.Context, es Search, spec IndexSpec, index string) (bool, error) {
+	// Once started, a finish is not stopped by ctx: the settings it gives
+	// back make the documents searchable, and a reader who sees them may
+	// stop decant at once. A stop then, or as the caller decided to finish,
+	// must not leave the index with refresh off or marked as loading until
+	// the next start. Three small requests, bounded by finishTimeout; a
+	// crash in between is finished by the next process, as before.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
 	meta, err := indexMeta(ctx, es, index)
 	if err != nil {
 		return false, fmt.Errorf("aggregate %s: %w", spec.Aggregate, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/decant-cdc/decant/indexer"
@@ -51,13 +52,20 @@ func newBuildStage(ctx context.Context, st *stack) (stage, int, error) {
 		run = func(ctx context.Context) error {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
+			// The stage's end waits for finishLoads: a load whose settings
+			// just came back is unmarked before the process exits
+			// (indexer.FinishLoad), not left for the next start.
+			var finishing sync.WaitGroup
 			if len(loads) > 0 {
-				go st.finishLoads(ctx, loads)
+				finishing.Go(func() { st.finishLoads(ctx, loads) })
 			}
 			for _, r := range reindexes {
 				go st.finishReindex(ctx, r)
 			}
-			return b.Run(ctx)
+			err := b.Run(ctx)
+			cancel()
+			finishing.Wait()
+			return err
 		}
 	}
 	return stage{run, closeSinks}, 0, nil
@@ -151,6 +159,9 @@ func (s *stack) finishLoads(ctx context.Context, loads []indexer.Load) {
 				s.log.Info("initial load complete: the index has its mapping's settings again", "stage", "build", "sink", l.Kind,
 					"aggregate", l.Spec.Aggregate, "index", l.Index, "took", time.Since(started).Round(time.Millisecond))
 				break
+			}
+			if ctx.Err() != nil {
+				return // stopping: the next start finishes it
 			}
 			s.log.Warn("cannot restore the index settings after its bulk load; retrying", "stage", "build", "sink", l.Kind, "index", l.Index, "err", err, "backoff", backoff)
 			if !ctxtime.Sleep(ctx, backoff) {
