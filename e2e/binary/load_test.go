@@ -3,7 +3,13 @@ package binary
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,16 +35,7 @@ func TestRunFinishesBulkLoad(t *testing.T) {
 	run.Term(60 * time.Second)
 
 	// What a kill -9 during a load leaves: the index marked, refresh off.
-	_, meta := p.ES.Do(t, esapi.IndicesGetMappingRequest{Index: []string{index}})
-	var m map[string]struct {
-		Mappings struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"mappings"`
-	}
-	if err := json.Unmarshal(meta, &m); err != nil {
-		t.Fatal(err)
-	}
-	marked := m[index].Mappings.Meta
+	marked := mappingMeta(t, p, index)
 	marked["decant_loading"] = true
 	body, _ := json.Marshal(map[string]any{"_meta": marked})
 	if code, resp := p.ES.Do(t, esapi.IndicesPutMappingRequest{Index: []string{index}, Body: bytes.NewReader(body)}); code != 200 {
@@ -54,6 +51,21 @@ func TestRunFinishesBulkLoad(t *testing.T) {
 	wantSettings(t, p, index, "", "0")
 	p.WaitConverged(90 * time.Second)
 	run.Term(60 * time.Second)
+}
+
+// mappingMeta returns the _meta of an index's mapping.
+func mappingMeta(t *testing.T, p *testenv.Pipeline, index string) map[string]any {
+	t.Helper()
+	code, body := p.ES.Do(t, esapi.IndicesGetMappingRequest{Index: []string{index}})
+	var m map[string]struct {
+		Mappings struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"mappings"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || code != 200 {
+		t.Fatalf("GET %s/_mapping: %d %s (%v)", index, code, body, err)
+	}
+	return m[index].Mappings.Meta
 }
 
 // concreteIndex is the index the pipeline's alias points at.
@@ -86,4 +98,48 @@ func waitLog(t *testing.T, pr *testenv.Proc, re string, timeout time.Duration) {
 	testenv.WaitFor(t, "the log of "+pr.Name+" to match "+re, timeout, func() (bool, error) {
 		return rx.MatchString(pr.Output()), nil
 	})
+}
+
+// TestRunStoppedWhileFinishingLoad (issue 14): SIGTERM while the build
+// stage is giving a loaded index its settings back — the moment its
+// documents become searchable — still finishes the load before decant
+// exits: the index has the mapping's settings and no loading mark, so no
+// reader is left with refresh off until the next start. Elasticsearch is
+// reached through a proxy that signals that request and holds it for a
+// second, while the test stops decant.
+func TestRunStoppedWhileFinishingLoad(t *testing.T) {
+	es := testenv.Elasticsearch(t)
+	upstream, err := url.Parse(es.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoring := make(chan struct{})
+	var once sync.Once
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/_settings") {
+			once.Do(func() { close(restoring) })
+			time.Sleep(time.Second)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	spec := items
+	spec.ESAddr = strings.TrimPrefix(srv.URL, "http://")
+	p := testenv.NewPipeline(t, spec)
+	p.PG.Exec(t, `INSERT INTO items SELECT g, 'item ' || g, 1 + g % 2 FROM generate_series(1, 200) g`)
+	run := p.Start("run-1", nil, "run")
+	select {
+	case <-restoring:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("decant run never gave the loaded index its settings back; log:\n%s", run.Tail(40))
+	}
+	if code := run.Term(60 * time.Second); code != 0 {
+		t.Fatalf("decant run exited %d after SIGTERM; log:\n%s", code, run.Tail(40))
+	}
+	index := concreteIndex(t, p)
+	wantSettings(t, p, index, "", "0")
+	if v, ok := mappingMeta(t, p, index)["decant_loading"]; ok {
+		t.Errorf("%s still marked decant_loading=%v after a stop while its load finished; log:\n%s", index, v, run.Tail(20))
+	}
 }
